@@ -1,0 +1,90 @@
+// JobConfig: everything a launch needs, as plain values. cli/ fills it from argv (the only code
+// that sees argv); launcher/ reads it. Defaults live in the declarations. Values are exactly what
+// the user gave: std::nullopt means "not given", so later stages can tell "unset" from a default
+// (horovodrun only exports tunables that were set, spec §1.3). Not thread-safe; copy freely.
+#ifndef ETRUN_LAUNCHER_JOB_CONFIG_H_
+#define ETRUN_LAUNCHER_JOB_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace etrun {
+
+// Static-mode controller (spec §1.5). kDefault behaves as Gloo: a standalone launcher cannot ask
+// whether Horovod was built with MPI.
+enum class Controller { kDefault, kGloo, kMpi, kJsrun };
+
+// Timestamp prefix style for --prefix-output-with-timestamp (spec §7.1). kAsctime is horovodrun's
+// `time.asctime()` form; kIso is etrun's opt-in ISO 8601 local time with milliseconds.
+enum class TimestampFormat { kAsctime, kIso };
+
+// The tunable flags of spec §1.3; each becomes a worker environment variable when set.
+struct Tunables {
+  std::optional<int64_t> fusion_threshold_mb;
+  std::optional<double> cycle_time_ms;
+  std::optional<int64_t> cache_capacity;
+  std::optional<bool> hierarchical_allreduce;
+  std::optional<bool> hierarchical_allgather;
+  std::optional<bool> torus_allreduce;
+  std::optional<bool> autotune;
+  std::optional<std::string> autotune_log_file;
+  std::optional<int64_t> autotune_warmup_samples;
+  std::optional<int64_t> autotune_steps_per_sample;
+  std::optional<int64_t> autotune_bayes_opt_max_samples;
+  std::optional<double> autotune_gaussian_process_noise;
+  std::optional<std::string> timeline_filename;
+  std::optional<bool> timeline_mark_cycles;
+  std::optional<bool> no_stall_check;
+  std::optional<int64_t> stall_check_warning_time_seconds;
+  std::optional<int64_t> stall_check_shutdown_time_seconds;
+  std::optional<bool> mpi_threads_disable;
+  std::optional<int64_t> num_nccl_streams;
+  std::optional<int64_t> thread_affinity;
+  std::optional<int64_t> gloo_timeout_seconds;
+  bool tcp = false;                           // --tcp: NCCL_IB_DISABLE=1
+  std::optional<std::string> log_level;       // TRACE DEBUG INFO WARNING ERROR FATAL
+  std::optional<bool> log_hide_timestamp;     // --log-without-timestamp (true) / --log-with-timestamp
+};
+
+struct JobConfig {
+  // Launch flags (spec §1.2).
+  std::optional<int> num_proc;                 // -np / --num-proc
+  std::optional<int> min_np;                   // --min-np; presence switches to elastic mode
+  std::optional<int> max_np;                   // --max-np
+  std::optional<int> slots_per_host;           // --slots-per-host (abbreviated --slots)
+  std::string hosts;                           // -H / --hosts, raw text
+  std::string hostfile;                        // -hostfile / --hostfile, a path
+  std::string host_discovery_script;           // --host-discovery-script, a shell command line
+  std::optional<int> elastic_timeout_s;        // --elastic-timeout
+  std::optional<int> reset_limit;              // --reset-limit
+  std::optional<std::pair<int, int>> cooldown_range;  // --blacklist-cooldown-range MIN MAX
+  std::optional<int> start_timeout_s;          // --start-timeout
+  std::vector<std::string> network_interfaces; // --network-interface(s), in order, no duplicates
+  std::string output_filename;                 // --output-filename DIR
+  bool verbose = false;                        // --verbose
+  bool prefix_timestamp = false;               // -prefix-timestamp
+  TimestampFormat timestamp_format = TimestampFormat::kAsctime;  // --timestamp-format (etrun)
+  std::optional<int> ssh_port;                 // -p / --ssh-port
+  std::string ssh_identity_file;               // -i / --ssh-identity-file
+  Controller controller = Controller::kDefault;  // --gloo / --mpi / --jsrun
+  bool disable_cache = false;                  // --disable-cache (etrun keeps no cache)
+  std::string config_file;                     // --config-file
+  std::string mpi_args;                        // --mpi-args
+  std::string binding_args;                    // --binding-args
+  Tunables tunables;
+
+  // etrun's own flags.
+  double grace_period_s = 5.0;                 // --grace-period: SIGTERM -> SIGKILL delay
+
+  // The worker command, argv-style; never re-parsed by a shell.
+  std::vector<std::string> command;
+
+  bool elastic() const { return min_np.has_value() || !host_discovery_script.empty(); }
+};
+
+}  // namespace etrun
+
+#endif  // ETRUN_LAUNCHER_JOB_CONFIG_H_
