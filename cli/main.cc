@@ -1,0 +1,29 @@
+// etrun: a horovodrun-compatible launcher. main() only wires the pieces together.
+#include <unistd.h>
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/flags.h"
+#include "launcher/driver.h"
+#include "launcher/exit_status.h"
+#include "launcher/job_config.h"
+#include "launcher/spawner.h"
+
+int main(int argc, char** argv) {
+  etrun::JobConfig config;
+  if (int code = etrun::cli::ParseFlags(argc, argv, &config); code >= 0) return code;
+  etrun::launcher::ConfigureLogging(config);
+  try {
+    std::vector<std::string> environment;
+    for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
+    etrun::launcher::LocalSpawner local;
+    return etrun::launcher::Driver(config, &local, std::move(environment)).Run();
+  } catch (const std::exception& e) {
+    spdlog::error("internal error: {}", e.what());
+    return etrun::kExitFailure;
+  }
+}

@@ -1,0 +1,120 @@
+#include "discovery/network.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace etrun::discovery {
+
+std::vector<Interface> LocalInterfaces() {
+  std::vector<Interface> out;
+  struct ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (struct ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN];
+    auto* sin = reinterpret_cast<struct sockaddr_in*>(it->ifa_addr);
+    if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)) == nullptr) continue;
+    auto found = std::find_if(out.begin(), out.end(),
+                              [it](const Interface& i) { return i.name == it->ifa_name; });
+    if (found == out.end()) {
+      out.push_back({it->ifa_name, {}});
+      found = out.end() - 1;
+    }
+    found->ipv4.push_back(buf);
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+bool IsLocalHost(const std::string& host, const std::vector<Interface>& interfaces) {
+  if (host == "localhost") return true;
+  char hostname[256] = {};
+  if (gethostname(hostname, sizeof(hostname) - 1) == 0 && host == hostname) return true;
+  auto is_local_address = [&interfaces](const std::string& address) {
+    for (const Interface& i : interfaces) {
+      if (std::find(i.ipv4.begin(), i.ipv4.end(), address) != i.ipv4.end()) return true;
+    }
+    return false;
+  };
+  // A literal address needs no resolver round trip.
+  struct in_addr literal;
+  if (inet_pton(AF_INET, host.c_str(), &literal) == 1) return is_local_address(host);
+
+  struct addrinfo hints = {};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  struct addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return false;
+  bool local = false;
+  for (struct addrinfo* it = result; it != nullptr && !local; it = it->ai_next) {
+    char buf[INET_ADDRSTRLEN];
+    auto* sin = reinterpret_cast<struct sockaddr_in*>(it->ai_addr);
+    if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)) != nullptr) local = is_local_address(buf);
+  }
+  freeaddrinfo(result);
+  return local;
+}
+
+bool ChooseLocalNics(const std::vector<std::string>& requested,
+                     const std::vector<Interface>& interfaces, std::vector<std::string>* nics,
+                     std::string* driver_ip, std::string* err) {
+  std::vector<const Interface*> chosen;
+  if (requested.empty()) {
+    for (const Interface& i : interfaces) {
+      if (std::find(i.ipv4.begin(), i.ipv4.end(), "127.0.0.1") != i.ipv4.end()) chosen.push_back(&i);
+    }
+    if (chosen.empty()) {
+      *err = "no network interface carries 127.0.0.1: name one with --network-interface";
+      return false;
+    }
+  } else {
+    for (const std::string& name : requested) {
+      auto found = std::find_if(interfaces.begin(), interfaces.end(),
+                                [&name](const Interface& i) { return i.name == name; });
+      if (found == interfaces.end()) {
+        std::string names;
+        for (const Interface& i : interfaces) names += (names.empty() ? "" : ", ") + i.name;
+        *err = "--network-interface " + name +
+               ": no such interface with an IPv4 address on this machine: choose one of " + names;
+        return false;
+      }
+      chosen.push_back(&*found);
+    }
+  }
+  nics->clear();
+  for (const Interface* i : chosen) nics->push_back(i->name);
+  *driver_ip = chosen.front()->ipv4.back();
+  return true;
+}
+
+int FindFreePort(const std::string& address, std::string* err) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *err = std::string("cannot create a socket: ") + strerror(errno);
+    return 0;
+  }
+  struct sockaddr_in sin = {};
+  sin.sin_family = AF_INET;
+  sin.sin_port = 0;
+  if (inet_pton(AF_INET, address.c_str(), &sin.sin_addr) != 1) sin.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof(sin);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<struct sockaddr*>(&sin), sizeof(sin)) == 0 &&
+      getsockname(fd, reinterpret_cast<struct sockaddr*>(&sin), &len) == 0) {
+    port = ntohs(sin.sin_port);
+  } else {
+    *err = "cannot find a free port on " + address + ": " + strerror(errno);
+  }
+  close(fd);
+  return port;
+}
+
+}  // namespace etrun::discovery

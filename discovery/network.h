@@ -1,0 +1,42 @@
+// This machine's network view: its IPv4 interfaces, whether a host name means this machine
+// (spec §2.3), the NICs and driver address workers are told (spec §3.5), free ports. Reads the
+// OS (getifaddrs, getaddrinfo) but never sends a packet. Thread-safe.
+#ifndef ETRUN_DISCOVERY_NETWORK_H_
+#define ETRUN_DISCOVERY_NETWORK_H_
+
+#include <string>
+#include <vector>
+
+namespace etrun::discovery {
+
+struct Interface {
+  std::string name;               // e.g. "lo", "eth0"
+  std::vector<std::string> ipv4;  // dotted quads, in the order the OS lists them
+};
+
+// This machine's interfaces that carry at least one IPv4 address, in the OS's order.
+std::vector<Interface> LocalInterfaces();
+
+// True when `host` names this machine: "localhost", this machine's hostname, or a name whose IPv4
+// addresses include one assigned to a local interface. 127.0.0.2 is *not* local unless an
+// interface carries exactly that address (tests use such addresses as separate hosts).
+// Unresolvable names are not local.
+bool IsLocalHost(const std::string& host, const std::vector<Interface>& interfaces);
+
+// Chooses the NICs for a job whose hosts are all local. With no `requested` names: every
+// interface carrying 127.0.0.1 (normally just "lo"), as horovodrun. With names: exactly those,
+// in the order given, each of which must exist here with an IPv4 address (unlike horovodrun,
+// which insists on the loopback interface). *driver_ip = the last IPv4 address of the first NIC.
+// Returns false and sets *err when no usable interface results.
+bool ChooseLocalNics(const std::vector<std::string>& requested,
+                     const std::vector<Interface>& interfaces, std::vector<std::string>* nics,
+                     std::string* driver_ip, std::string* err);
+
+// Asks the kernel for a free TCP port on `address` (bind to port 0, read it, close). Another
+// process may take it before it is used; callers that can bind and keep the socket should.
+// Returns 0 and sets *err on failure.
+int FindFreePort(const std::string& address, std::string* err);
+
+}  // namespace etrun::discovery
+
+#endif  // ETRUN_DISCOVERY_NETWORK_H_

@@ -1,0 +1,314 @@
+#include "launcher/driver.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "launcher/exit_status.h"
+#include "launcher/guardian.h"
+#include "launcher/output_sink.h"
+#include "launcher/rank_set.h"
+
+namespace etrun::launcher {
+
+namespace asio = boost::asio;
+
+bool ResolveHosts(const JobConfig& config, std::vector<discovery::HostSlots>* hosts,
+                  std::string* err) {
+  if (!config.hosts.empty()) return discovery::ParseHostsFlag(config.hosts, hosts, err);
+  if (!config.hostfile.empty()) {
+    std::ifstream in(config.hostfile, std::ios::binary);
+    if (!in) {
+      *err = "cannot read hostfile " + config.hostfile + ": " + strerror(errno);
+      return false;
+    }
+    std::stringstream contents;
+    contents << in.rdbuf();
+    return discovery::ParseHostfile(config.hostfile, contents.str(), hosts, err);
+  }
+  *hosts = {{"localhost", config.num_proc.value_or(1)}};
+  return true;
+}
+
+bool PlanStaticJob(const JobConfig& config, const std::vector<discovery::Interface>& interfaces,
+                   StaticPlan* plan, std::string* err) {
+  StaticPlan p;
+  if (!ResolveHosts(config, &p.hosts, err)) return false;
+  for (const discovery::HostSlots& h : p.hosts) {
+    if (!discovery::IsLocalHost(h.name, interfaces)) {
+      *err = "host '" + h.name +
+             "' is not this machine, and remote hosts over SSH are not supported yet: use local "
+             "names such as localhost, 127.0.0.1 or this machine's hostname";
+      return false;
+    }
+  }
+  int np = config.num_proc.value_or(1);
+  std::vector<rendezvous::HostSlotCount> counts;
+  for (const discovery::HostSlots& h : p.hosts) counts.push_back({h.name, h.slots});
+  if (!rendezvous::Assign(counts, np, np, &p.slots, err)) {
+    *err += " (" + discovery::FormatHosts(p.hosts) + "): add hosts or slots, or lower -np";
+    return false;
+  }
+  std::map<std::string, int> host_index;
+  for (const rendezvous::SlotInfo& s : p.slots) {
+    host_index.try_emplace(s.hostname, static_cast<int>(host_index.size()));
+    p.group_ranks.push_back(host_index[s.hostname]);
+  }
+  std::string driver_ip;
+  if (!discovery::ChooseLocalNics(config.network_interfaces, interfaces, &p.run.nics, &driver_ip,
+                                  err)) {
+    return false;
+  }
+  // torch.distributed's TCPStore is served by rank 0: its host, here always this machine.
+  p.run.master_addr = driver_ip;
+  p.run.master_port = discovery::FindFreePort(driver_ip, err);
+  if (p.run.master_port == 0) return false;
+  *plan = std::move(p);
+  return true;
+}
+
+std::string RankDirName(int rank, int np) {
+  int width = 1;
+  for (int n = np - 1; n >= 10; n /= 10) ++width;
+  std::string digits = std::to_string(rank);
+  if (static_cast<int>(digits.size()) < width) digits.insert(0, width - digits.size(), '0');
+  return "rank." + digits;
+}
+
+void ConfigureLogging(const JobConfig& config) {
+  auto logger = std::make_shared<spdlog::logger>(
+      "etrun", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  logger->set_pattern("etrun: %l: %v");
+  spdlog::level::level_enum level = spdlog::level::warn;
+  if (config.verbose) level = spdlog::level::debug;
+  if (config.tunables.log_level) {
+    static const std::map<std::string, spdlog::level::level_enum> kLevels = {
+        {"TRACE", spdlog::level::trace}, {"DEBUG", spdlog::level::debug},
+        {"INFO", spdlog::level::info},   {"WARNING", spdlog::level::warn},
+        {"ERROR", spdlog::level::err},   {"FATAL", spdlog::level::critical}};
+    auto it = kLevels.find(*config.tunables.log_level);
+    if (it != kLevels.end()) level = std::min(level, it->second);
+  }
+  logger->set_level(level);
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+}
+
+namespace {
+
+std::string JoinCommand(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv) {
+    if (!out.empty()) out += ' ';
+    bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == std::string::npos;
+    if (plain) {
+      out += a;
+    } else {
+      out += '\'';
+      for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      out += '\'';
+    }
+  }
+  return out;
+}
+
+// Opens DIR/rank.N/{stdout,stderr} for writing, truncated. Returns false and sets *err.
+bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* err_fd,
+                   std::string* err) {
+  std::filesystem::path rank_dir = std::filesystem::path(dir) / RankDirName(rank, np);
+  std::error_code ec;
+  std::filesystem::create_directories(rank_dir, ec);
+  if (ec) {
+    *err = "cannot create " + rank_dir.string() + ": " + ec.message() +
+           ": choose a writable --output-filename directory";
+    return false;
+  }
+  for (auto [name, fd] : {std::pair{"stdout", out_fd}, std::pair{"stderr", err_fd}}) {
+    std::string path = (rank_dir / name).string();
+    *fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (*fd < 0) {
+      *err = "cannot open " + path + ": " + strerror(errno) +
+             ": choose a writable --output-filename directory";
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Driver::Driver(const JobConfig& config, Spawner* spawner, std::vector<std::string> environment)
+    : config_(config), spawner_(spawner), environ_(std::move(environment)) {}
+
+int Driver::Run() {
+  StaticPlan plan;
+  std::string err;
+  if (!PlanStaticJob(config_, discovery::LocalInterfaces(), &plan, &err)) {
+    spdlog::error("{}", err);
+    return kExitUsage;
+  }
+  // Fail before starting anything when the command cannot run at all.
+  std::string path_env;
+  for (const std::string& kv : environ_) {
+    if (kv.starts_with("PATH=")) path_env = kv.substr(5);
+  }
+  if (LocalSpawner::ResolveProgram(config_.command.at(0), path_env, &err).empty()) {
+    spdlog::error("cannot run '{}': {}: check the command and PATH", config_.command[0], err);
+    return kExitCommandNotFound;
+  }
+
+  // The guardian forks first, while etrun has no other thread.
+  Guardian guardian;
+  if (!guardian.Start(&err)) spdlog::warn("{}; ranks may outlive etrun if it is killed", err);
+  signal(SIGPIPE, SIG_IGN);  // a closed console must come back as EPIPE, not kill etrun
+
+  asio::io_context io;
+  asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
+  signals.add(SIGUSR1);
+  signals.add(SIGUSR2);
+  signals.add(SIGCHLD);  // before the first fork, so no exit goes unnoticed
+
+  OutputSink sink;
+  RankOutput output;
+  output.console_out = sink.AddDestination(STDOUT_FILENO, false, "stdout");
+  output.console_err = sink.AddDestination(STDERR_FILENO, false, "stderr");
+  output.timestamps = config_.prefix_timestamp;
+  output.timestamp_format = config_.timestamp_format;
+
+  auto grace = std::chrono::milliseconds(static_cast<long long>(config_.grace_period_s * 1000));
+  RankSet ranks(&io, spawner_, &sink, &guardian, grace);
+  asio::steady_timer kill_timer(io);
+  std::optional<RankSet::Finished> first_failure;
+  int stop_signal = 0;
+  bool stopping = false;
+  std::string start_error;
+  int start_error_code = kExitFailure;
+
+  auto stop = [&](const char* why) {
+    if (stopping) return;
+    stopping = true;
+    spdlog::debug("stopping {} ranks: {}", ranks.active(), why);
+    ranks.SignalAll(SIGTERM);
+    kill_timer.expires_after(grace);
+    kill_timer.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      if (ranks.active() > 0) {
+        spdlog::warn("{} ranks still running {:.1f} s after SIGTERM; sending SIGKILL", ranks.active(),
+                     config_.grace_period_s);
+      }
+      ranks.SignalAll(SIGKILL);
+    });
+  };
+  auto maybe_done = [&] {
+    if (ranks.active() == 0) {
+      signals.cancel();
+      kill_timer.cancel();
+    }
+  };
+  ranks.set_on_finished([&](const RankSet::Finished& f) {
+    if (!f.status.success()) {
+      if (!stopping && !first_failure) {
+        first_failure = f;
+        stop("a rank failed");
+      } else {
+        spdlog::debug("rank {} on {} {}", f.rank, f.host, f.status.Describe());
+      }
+    }
+    maybe_done();
+  });
+
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        if (sig == SIGCHLD) {
+          ranks.Reap();
+        } else if (sig == SIGUSR1 || sig == SIGUSR2) {
+          spdlog::debug("forwarding {} to every rank", SignalName(sig));
+          ranks.SignalAll(sig);
+        } else if (stopping && stop_signal != 0) {
+          spdlog::warn("received {} again: killing every rank now", SignalName(sig));
+          ranks.SignalAll(SIGKILL);
+        } else {
+          if (stop_signal == 0) stop_signal = sig;
+          stop(strsignal(sig));
+        }
+        if (ranks.active() > 0) signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
+
+  // Start every rank, then wait for their execs together: forks proceed in parallel.
+  for (size_t i = 0; i < plan.slots.size(); ++i) {
+    const rendezvous::SlotInfo& slot = plan.slots[i];
+    LaunchSpec spec;
+    spec.argv = config_.command;
+    spec.env = BuildWorkerEnv(environ_, config_.tunables, slot, plan.group_ranks[i], plan.run);
+    if (spdlog::should_log(spdlog::level::debug)) {
+      std::string vars;
+      for (const auto& [k, v] : SlotEnv(slot, plan.group_ranks[i], plan.run)) vars += k + "=" + v + " ";
+      spdlog::debug("rank {} on {}: {}{}", slot.rank, slot.hostname, vars, JoinCommand(spec.argv));
+    }
+    RankOutput rank_output = output;
+    if (!config_.output_filename.empty()) {
+      int out_fd = -1, err_fd = -1;
+      if (!OpenRankFiles(config_.output_filename, slot.rank, config_.num_proc.value_or(1), &out_fd,
+                         &err_fd, &start_error)) {
+        if (out_fd >= 0) close(out_fd);
+        break;
+      }
+      std::string label = config_.output_filename + "/" + RankDirName(slot.rank, config_.num_proc.value_or(1));
+      rank_output.file_out = sink.AddDestination(out_fd, true, label + "/stdout");
+      rank_output.file_err = sink.AddDestination(err_fd, true, label + "/stderr");
+    }
+    if (!ranks.Start(slot.rank, slot.hostname, spec, rank_output, &start_error)) {
+      start_error = "rank " + std::to_string(slot.rank) + " on " + slot.hostname + ": " + start_error;
+      break;
+    }
+  }
+  std::string exec_error;
+  if (!ranks.AwaitExecs(&exec_error) && start_error.empty()) {
+    start_error = exec_error;
+    start_error_code = kExitCommandNotFound;
+  }
+  if (!start_error.empty()) stop("a rank could not be started");
+  ranks.Reap();  // exits that happened before the loop runs
+
+  if (ranks.active() > 0) io.run();
+  sink.Flush();
+
+  int total = static_cast<int>(plan.slots.size());
+  if (!start_error.empty()) {
+    spdlog::error("{}", start_error);
+    return start_error_code;
+  }
+  if (first_failure) {
+    spdlog::error("rank {} on {} {}; stopped the other {} rank{}", first_failure->rank,
+                  first_failure->host, first_failure->status.Describe(), total - 1,
+                  total - 1 == 1 ? "" : "s");
+    return first_failure->status.ShellCode();
+  }
+  if (stop_signal != 0) {
+    spdlog::error("received {}: stopped {} rank{}", SignalName(stop_signal), total,
+                  total == 1 ? "" : "s");
+    return 128 + stop_signal;
+  }
+  spdlog::debug("all {} ranks exited with code 0", total);
+  return kExitOk;
+}
+
+}  // namespace etrun::launcher

@@ -1,0 +1,62 @@
+// Driver: runs a job from a JobConfig to an exit code. This is the static path: resolve hosts,
+// assign ranks, build each rank's environment, start every rank, forward output, stop on the
+// first failure or on a signal, and summarize. Elastic mode will drive the same pieces from host
+// updates. Single-threaded: everything happens on one io_context.
+#ifndef ETRUN_LAUNCHER_DRIVER_H_
+#define ETRUN_LAUNCHER_DRIVER_H_
+
+#include <string>
+#include <vector>
+
+#include "discovery/host_slots.h"
+#include "discovery/network.h"
+#include "launcher/job_config.h"
+#include "launcher/spawner.h"
+#include "launcher/worker_env.h"
+#include "rendezvous/assign.h"
+
+namespace etrun::launcher {
+
+// What a static job will run, decided before anything starts.
+struct StaticPlan {
+  std::vector<discovery::HostSlots> hosts;
+  std::vector<rendezvous::SlotInfo> slots;  // in rank order
+  std::vector<int> group_ranks;             // per slot: index of its host among used hosts
+  RunVars run;
+};
+
+// Reads the job's hosts: -H, --hostfile, or localhost:<np>. Returns false and sets *err.
+bool ResolveHosts(const JobConfig& config, std::vector<discovery::HostSlots>* hosts,
+                  std::string* err);
+
+// Decides hosts, ranks and run variables for a static job on these interfaces: exactly -np ranks
+// filling the hosts in order. Fails when the hosts lack slots or a host is not this machine
+// (remote hosts need SSH, not supported yet). Does not start anything except a port probe.
+bool PlanStaticJob(const JobConfig& config, const std::vector<discovery::Interface>& interfaces,
+                   StaticPlan* plan, std::string* err);
+
+// Zero-padded rank directory name for --output-filename (spec §7.2, without its -np 1 crash):
+// rank.<r> padded to the digits of np-1, at least one.
+std::string RankDirName(int rank, int np);
+
+// Sets spdlog's default logger: stderr, "etrun: <level>: <message>", level from --verbose and
+// --log-level.
+void ConfigureLogging(const JobConfig& config);
+
+class Driver {
+ public:
+  // `environment` is the launcher's environment ("K=V"), the base of every rank's.
+  Driver(const JobConfig& config, Spawner* spawner, std::vector<std::string> environment);
+
+  // Runs the job; returns etrun's exit code (see exit_status.h).
+  int Run();
+
+ private:
+  const JobConfig& config_;
+  Spawner* spawner_;
+  std::vector<std::string> environ_;
+};
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_DRIVER_H_

@@ -1,0 +1,101 @@
+#include "launcher/guardian.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <set>
+
+namespace etrun::launcher {
+namespace {
+
+// Messages are native ints: +pgid watch, -pgid forget, 0 dismiss.
+[[noreturn]] void GuardianMain(int fd) {
+  // Keep out of the way: own session (a terminal's Ctrl-C or a kill of etrun's process group
+  // does not reach us), no terminal fds held open (a pipe reader sees EOF when etrun exits).
+  setsid();
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU}) {
+    signal(sig, SIG_IGN);
+  }
+  // Hold no descriptor of etrun's but the command pipe (moved to 3).
+  if (fd != 3) {
+    dup2(fd, 3);
+    close(fd);
+    fd = 3;
+  }
+  close_range(4, ~0U, 0);
+  int devnull = open("/dev/null", O_RDWR);
+  if (devnull >= 0) {
+    dup2(devnull, STDIN_FILENO);
+    dup2(devnull, STDOUT_FILENO);
+    dup2(devnull, STDERR_FILENO);
+    if (devnull > STDERR_FILENO) close(devnull);
+  }
+  std::set<pid_t> groups;
+  while (true) {
+    int message;
+    ssize_t n = read(fd, &message, sizeof(message));
+    if (n < 0 && errno == EINTR) continue;
+    if (n != static_cast<ssize_t>(sizeof(message))) break;  // EOF: etrun is gone
+    if (message == 0) _exit(0);
+    if (message > 0) groups.insert(message);
+    if (message < 0) groups.erase(-message);
+  }
+  for (pid_t pgid : groups) kill(-pgid, SIGKILL);
+  _exit(0);
+}
+
+}  // namespace
+
+Guardian::~Guardian() { Dismiss(); }
+
+bool Guardian::Start(std::string* err) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    *err = std::string("cannot create the guardian's pipe: ") + strerror(errno);
+    return false;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    *err = std::string("cannot fork the guardian: ") + strerror(errno);
+    close(fds[0]);
+    close(fds[1]);
+    return false;
+  }
+  if (pid == 0) {
+    close(fds[1]);
+    GuardianMain(fds[0]);
+  }
+  close(fds[0]);
+  pid_ = pid;
+  fd_ = fds[1];
+  return true;
+}
+
+void Guardian::Send(int message) {
+  if (fd_ < 0) return;
+  ssize_t n;
+  do {
+    n = write(fd_, &message, sizeof(message));
+  } while (n < 0 && errno == EINTR);
+}
+
+void Guardian::Watch(pid_t pgid) { Send(static_cast<int>(pgid)); }
+void Guardian::Forget(pid_t pgid) { Send(-static_cast<int>(pgid)); }
+
+void Guardian::Dismiss() {
+  if (fd_ < 0) return;
+  Send(0);
+  close(fd_);
+  fd_ = -1;
+  // Reap it so it does not linger as a zombie; it exits at once after the message.
+  int status;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+}
+
+}  // namespace etrun::launcher

@@ -1,0 +1,213 @@
+#include "launcher/rank_set.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
+#include "launcher/guardian.h"
+#include "launcher/line_splitter.h"
+#include "launcher/output_sink.h"
+
+namespace etrun::launcher {
+
+namespace asio = boost::asio;
+
+static constexpr size_t kReadChunk = 64 << 10;
+
+struct RankSet::Stream {
+  Stream(asio::io_context* io, int fd, int r, bool is_stderr, const RankOutput& o)
+      : pipe(*io, fd),
+        formatter(r, is_stderr, o.timestamps, o.timestamp_format),
+        console(is_stderr ? o.console_err : o.console_out),
+        file(is_stderr ? o.file_err : o.file_out) {}
+  Rank* owner = nullptr;
+  asio::posix::stream_descriptor pipe;
+  LineSplitter splitter;
+  PrefixFormatter formatter;
+  int console;
+  int file;
+  bool open = true;
+  std::unique_ptr<char[]> buffer{new char[kReadChunk]};
+};
+
+struct RankSet::Rank {
+  Rank(asio::io_context* io) : drain_timer(*io) {}
+  int rank = 0;
+  std::string host;
+  SpawnedProcess process;
+  bool exited = false;
+  bool finished = false;
+  ExitStatus status;
+  std::unique_ptr<Stream> out;
+  std::unique_ptr<Stream> err;
+  asio::steady_timer drain_timer;
+};
+
+RankSet::RankSet(asio::io_context* io, Spawner* spawner, OutputSink* sink, Guardian* guardian,
+                 std::chrono::milliseconds drain_grace)
+    : io_(io),
+      spawner_(spawner),
+      sink_(sink),
+      guardian_(guardian),
+      drain_grace_(drain_grace),
+      alive_(std::make_shared<bool>(true)) {
+  std::weak_ptr<bool> alive = alive_;
+  sink_->set_on_drained([this, io, alive] {
+    asio::post(*io, [this, alive] {
+      if (alive.lock()) Resume();
+    });
+  });
+}
+
+RankSet::~RankSet() {
+  sink_->set_on_drained(nullptr);
+  for (auto& r : ranks_) {
+    if (r->finished) continue;
+    kill(-r->process.pid, SIGKILL);
+    if (!r->exited) {
+      int status;
+      while (waitpid(r->process.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    if (guardian_ != nullptr) guardian_->Forget(r->process.pid);
+  }
+}
+
+bool RankSet::Start(int rank, const std::string& host, const LaunchSpec& spec,
+                    const RankOutput& output, std::string* err) {
+  SpawnedProcess process;
+  if (!spawner_->Start(spec, &process, err)) return false;
+  if (guardian_ != nullptr) guardian_->Watch(process.pid);
+  auto r = std::make_unique<Rank>(io_);
+  r->rank = rank;
+  r->host = host;
+  r->process = process;
+  r->out = std::make_unique<Stream>(io_, process.stdout_fd, rank, false, output);
+  r->err = std::make_unique<Stream>(io_, process.stderr_fd, rank, true, output);
+  r->out->owner = r.get();
+  r->err->owner = r.get();
+  Arm(r->out.get());
+  Arm(r->err.get());
+  ranks_.push_back(std::move(r));
+  ++active_;
+  return true;
+}
+
+bool RankSet::AwaitExecs(std::string* err) {
+  bool ok = true;
+  for (auto& r : ranks_) {
+    std::string why;
+    if (!LocalSpawner::AwaitExec(&r->process, &why) && ok) {
+      *err = "rank " + std::to_string(r->rank) + " on " + r->host + " could not start: " + why;
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+void RankSet::Arm(Stream* s) {
+  s->pipe.async_read_some(asio::buffer(s->buffer.get(), kReadChunk),
+                          [this, s](const boost::system::error_code& ec, size_t n) { OnRead(s, ec, n); });
+}
+
+void RankSet::OnRead(Stream* s, const boost::system::error_code& ec, size_t n) {
+  if (ec == asio::error::operation_aborted) return;
+  if (n > 0) {
+    std::string_view data(s->buffer.get(), n);
+    scratch_.clear();
+    s->splitter.Feed(data, [this, s](std::string_view piece, bool terminated) {
+      s->formatter.Append(piece, terminated, &scratch_);
+    });
+    sink_->Append(s->console, scratch_);
+    if (s->file >= 0) sink_->Append(s->file, data);
+  }
+  if (ec) {  // EOF, or the pipe broke: either way this stream is over
+    CloseStream(s);
+    MaybeFinish(s->owner);
+    return;
+  }
+  if (sink_->ShouldPause()) {
+    paused_.push_back(s);
+    return;
+  }
+  Arm(s);
+}
+
+void RankSet::CloseStream(Stream* s) {
+  if (!s->open) return;
+  scratch_.clear();
+  s->splitter.Finish([this, s](std::string_view piece, bool terminated) {
+    s->formatter.Append(piece, terminated, &scratch_);
+  });
+  sink_->Append(s->console, scratch_);
+  s->open = false;
+  boost::system::error_code ignored;
+  s->pipe.close(ignored);
+}
+
+void RankSet::Resume() {
+  std::vector<Stream*> paused;
+  paused.swap(paused_);
+  for (Stream* s : paused) {
+    if (s->open) Arm(s);
+  }
+}
+
+void RankSet::Reap() {
+  for (auto& r : ranks_) {
+    if (r->exited) continue;
+    int status;
+    pid_t got = waitpid(r->process.pid, &status, WNOHANG);
+    if (got != r->process.pid) continue;
+    r->exited = true;
+    r->status = ExitStatus::FromWaitStatus(status);
+    spdlog::debug("rank {} on {} (pid {}) {}", r->rank, r->host, r->process.pid, r->status.Describe());
+    Rank* raw = r.get();
+    r->drain_timer.expires_after(drain_grace_);
+    r->drain_timer.async_wait([this, raw](const boost::system::error_code& ec) {
+      if (!ec) OnDrainTimer(raw, 1);
+    });
+    MaybeFinish(raw);
+  }
+}
+
+void RankSet::OnDrainTimer(Rank* r, int stage) {
+  if (r->finished) return;
+  if (stage == 1) {
+    spdlog::warn("rank {} exited but its output is still held open by processes it started; "
+                    "killing its process group", r->rank);
+    kill(-r->process.pid, SIGKILL);
+    r->drain_timer.expires_after(std::chrono::seconds(1));
+    r->drain_timer.async_wait([this, r](const boost::system::error_code& ec) {
+      if (!ec) OnDrainTimer(r, 2);
+    });
+    return;
+  }
+  spdlog::warn("rank {}: a process outside its group holds its output open; closing it", r->rank);
+  CloseStream(r->out.get());
+  CloseStream(r->err.get());
+  MaybeFinish(r);
+}
+
+void RankSet::MaybeFinish(Rank* r) {
+  if (r->finished || !r->exited || r->out->open || r->err->open) return;
+  r->finished = true;
+  r->drain_timer.cancel();
+  kill(-r->process.pid, SIGKILL);  // whatever the rank left behind in its group
+  if (guardian_ != nullptr) guardian_->Forget(r->process.pid);
+  --active_;
+  if (on_finished_) on_finished_({r->rank, r->host, r->status});
+}
+
+void RankSet::SignalAll(int sig) {
+  for (auto& r : ranks_) {
+    if (!r->finished) kill(-r->process.pid, sig);
+  }
+}
+
+}  // namespace etrun::launcher

@@ -1,0 +1,101 @@
+// RankSet: owns every rank process of a job and is the only place that reads their output,
+// signals their process groups and reaps them (after ninja's SubprocessSet). Output is split into
+// pieces, prefixed and queued on the OutputSink; reading pauses while the sink is congested, so
+// nothing is dropped and memory stays bounded. A rank is *finished* once its process has exited
+// and both pipes reached EOF (or were given up after a grace period); its process group is then
+// SIGKILLed so no child of it outlives it. Driver thread only (the io_context's thread).
+#ifndef ETRUN_LAUNCHER_RANK_SET_H_
+#define ETRUN_LAUNCHER_RANK_SET_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "launcher/exit_status.h"
+#include "launcher/job_config.h"
+#include "launcher/spawner.h"
+
+namespace etrun::launcher {
+
+class Guardian;
+class OutputSink;
+
+struct RankOutput {
+  int console_out = -1;   // OutputSink destinations for prefixed lines
+  int console_err = -1;
+  int file_out = -1;      // raw copies (--output-filename); -1 for none
+  int file_err = -1;
+  bool timestamps = false;
+  TimestampFormat timestamp_format = TimestampFormat::kAsctime;
+};
+
+class RankSet {
+ public:
+  struct Finished {
+    int rank;
+    std::string host;
+    ExitStatus status;
+  };
+
+  // `guardian` may be null. `drain_grace` bounds how long output pipes may stay open after a
+  // rank's process exited (held by its children) before its group is killed.
+  RankSet(boost::asio::io_context* io, Spawner* spawner, OutputSink* sink, Guardian* guardian,
+          std::chrono::milliseconds drain_grace);
+  ~RankSet();  // SIGKILLs and reaps whatever is still alive.
+  RankSet(const RankSet&) = delete;
+  RankSet& operator=(const RankSet&) = delete;
+
+  // Starts one rank; `rank` labels its output. Returns false and sets *err if it could not be
+  // started (nothing of it is left running).
+  bool Start(int rank, const std::string& host, const LaunchSpec& spec, const RankOutput& output,
+             std::string* err);
+
+  // Waits for every started rank to have exec'd. Returns false and sets *err (naming the rank)
+  // for the first that could not; that rank exits 127 and is reaped as usual.
+  bool AwaitExecs(std::string* err);
+
+  // Reaps exited ranks; call on SIGCHLD (spurious calls are harmless).
+  void Reap();
+
+  // Sends `sig` to the process group of every unfinished rank.
+  void SignalAll(int sig);
+
+  // Ranks started and not yet finished.
+  int active() const { return active_; }
+
+  // Called once per rank when it finishes, in finishing order.
+  void set_on_finished(std::function<void(const Finished&)> callback) {
+    on_finished_ = std::move(callback);
+  }
+
+ private:
+  struct Stream;
+  struct Rank;
+
+  void Arm(Stream* stream);
+  void OnRead(Stream* stream, const boost::system::error_code& ec, size_t n);
+  void CloseStream(Stream* stream);
+  void Resume();
+  void OnDrainTimer(Rank* rank, int stage);
+  void MaybeFinish(Rank* rank);
+
+  boost::asio::io_context* io_;
+  Spawner* spawner_;
+  OutputSink* sink_;
+  Guardian* guardian_;
+  std::chrono::milliseconds drain_grace_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::vector<Stream*> paused_;
+  std::string scratch_;  // formatted output of one read, reused
+  int active_ = 0;
+  std::function<void(const Finished&)> on_finished_;
+  std::shared_ptr<bool> alive_;  // lets callbacks posted from the writer thread see we are gone
+};
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_RANK_SET_H_

@@ -1,0 +1,53 @@
+// The environment each rank starts with (spec §3.1–3.3, §1.3): the launcher's own environment,
+// then the tunable variables, PYTHONUNBUFFERED=1, then the per-slot and per-run variables, which
+// always win over inherited ones (horovodrun lets an inherited HOROVOD_RANK override them, §9.16).
+// torch.distributed's env:// variables are added so `init_process_group` works unchanged. Pure.
+#ifndef ETRUN_LAUNCHER_WORKER_ENV_H_
+#define ETRUN_LAUNCHER_WORKER_ENV_H_
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "launcher/job_config.h"
+#include "rendezvous/assign.h"
+
+namespace etrun::launcher {
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// Values shared by every slot of one run.
+struct RunVars {
+  std::vector<std::string> nics;      // HOROVOD_GLOO_IFACE = nics[0]; NCCL_SOCKET_IFNAME = all
+  std::string master_addr;            // torch.distributed rendezvous (rank 0's host)
+  int master_port = 0;
+  std::string rendezvous_addr;        // HOROVOD_GLOO_RENDEZVOUS_ADDR; empty: no server yet
+  int rendezvous_port = 0;
+  bool elastic = false;               // HOROVOD_ELASTIC=1
+};
+
+// The §1.3 variables for the tunables that were set, in the spec's order.
+EnvList TunableEnv(const Tunables& tunables);
+
+// The variables that describe one slot and run, in the order horovodrun writes them.
+// `group_rank` is the index of the slot's host among the job's hosts (torchrun's GROUP_RANK).
+EnvList SlotEnv(const rendezvous::SlotInfo& slot, int group_rank, const RunVars& run);
+
+// Merges `base` ("K=V" strings, e.g. environ) with the tunables, PYTHONUNBUFFERED=1 and SlotEnv:
+// later values replace earlier ones in place; new names are appended. Returns "K=V" strings.
+std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base,
+                                        const Tunables& tunables,
+                                        const rendezvous::SlotInfo& slot, int group_rank,
+                                        const RunVars& run);
+
+// Whether a launcher variable is forwarded to remote workers (spec §3.3): not BASH_FUNC_*,
+// OLDPWD*, *CUDA_VISIBLE_DEVICES*, _HOROVOD_SECRET_KEY*. Local workers inherit everything.
+bool IsExportable(std::string_view name);
+
+// Python's repr() of a float ("7.0", "0.5", "1e-05"), as horovodrun writes float tunables.
+std::string PythonFloat(double value);
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_WORKER_ENV_H_
