@@ -157,6 +157,7 @@ Driver::Driver(const JobConfig& config, Spawner* spawner, std::vector<std::strin
     : config_(config), spawner_(spawner), environ_(std::move(environment)) {}
 
 int Driver::Run() {
+  if (config_.max_np) spdlog::warn("--max-np has no effect in a static job (it caps elastic jobs)");
   StaticPlan plan;
   std::string err;
   if (!PlanStaticJob(config_, discovery::LocalInterfaces(), &plan, &err)) {

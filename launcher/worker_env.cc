@@ -19,6 +19,7 @@ class OrderedEnv {
       entries_[it->second].second = std::move(value);
     }
   }
+  bool Has(std::string_view name) const { return index_.count(std::string(name)) > 0; }
   void SetAll(const EnvList& list) {
     for (const auto& [k, v] : list) Set(k, v);
   }
@@ -162,6 +163,8 @@ std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base,
     if (eq == std::string::npos || eq == 0) continue;  // not a variable; execve would keep junk
     env.Set(std::string_view(kv).substr(0, eq), kv.substr(eq + 1));
   }
+  // torch.distributed's Gloo picks its interface from this; a user's own choice is kept.
+  if (!run.nics.empty() && !env.Has("GLOO_SOCKET_IFNAME")) env.Set("GLOO_SOCKET_IFNAME", run.nics.front());
   env.SetAll(TunableEnv(tunables));
   env.Set("PYTHONUNBUFFERED", "1");
   env.SetAll(SlotEnv(slot, group_rank, run));

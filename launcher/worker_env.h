@@ -34,7 +34,8 @@ EnvList TunableEnv(const Tunables& tunables);
 // `group_rank` is the index of the slot's host among the job's hosts (torchrun's GROUP_RANK).
 EnvList SlotEnv(const rendezvous::SlotInfo& slot, int group_rank, const RunVars& run);
 
-// Merges `base` ("K=V" strings, e.g. environ) with the tunables, PYTHONUNBUFFERED=1 and SlotEnv:
+// Merges `base` ("K=V" strings, e.g. environ) with GLOO_SOCKET_IFNAME=nics[0] (torch's Gloo;
+// only when `base` has none), the tunables, PYTHONUNBUFFERED=1 and SlotEnv:
 // later values replace earlier ones in place; new names are appended. Returns "K=V" strings.
 std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base,
                                         const Tunables& tunables,

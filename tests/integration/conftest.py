@@ -1,0 +1,81 @@
+"""Shared helpers for etrun's whole-binary tests: real processes, real signals, loopback only."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ETRUN = os.environ.get("ETRUN_BIN", os.path.join(ROOT, "build", "etrun"))
+PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
+
+
+def run_etrun(args, timeout=120, env=None, **kwargs):
+    """Runs etrun to completion and returns the CompletedProcess (bytes output)."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    return subprocess.run([ETRUN] + list(args), capture_output=True, timeout=timeout,
+                          env=full_env, stdin=subprocess.DEVNULL, **kwargs)
+
+
+def rank_lines(text, stream="stdout"):
+    """Maps rank -> list of line bodies carrying that rank's prefix."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^\[(\d+)\]<%s>:(.*)$" % stream, line)
+        if m:
+            out.setdefault(int(m.group(1)), []).append(m.group(2))
+    return out
+
+
+def processes_with_marker(marker):
+    """PIDs of live (non-zombie) processes whose environment contains marker."""
+    found = []
+    needle = marker.encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle not in f.read():
+                    continue
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+            if state != b"Z":
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def wait_until(predicate, timeout=20.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+@pytest.fixture
+def marker():
+    """A unique environment marker; every process started with it is killed at the end."""
+    value = "ETRUN_TEST_MARKER=" + uuid.uuid4().hex
+    yield value
+    for pid in processes_with_marker(value):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def marker_env(marker):
+    key, value = marker.split("=", 1)
+    return {key: value}
