@@ -24,6 +24,9 @@
 #include "launcher/guardian.h"
 #include "launcher/output_sink.h"
 #include "launcher/rank_set.h"
+#include "rendezvous/http_server.h"
+#include "rendezvous/kv_handler.h"
+#include "rendezvous/kv_store.h"
 
 namespace etrun::launcher {
 
@@ -77,6 +80,7 @@ bool PlanStaticJob(const JobConfig& config, const std::vector<discovery::Interfa
   }
   // torch.distributed's TCPStore is served by rank 0: its host, here always this machine.
   p.run.master_addr = driver_ip;
+  p.run.rendezvous_addr = driver_ip;  // the port is the HTTP server's, known once it listens
   p.run.master_port = discovery::FindFreePort(driver_ip, err);
   if (p.run.master_port == 0) return false;
   *plan = std::move(p);
@@ -185,6 +189,18 @@ int Driver::Run() {
   signals.add(SIGUSR2);
   signals.add(SIGCHLD);  // before the first fork, so no exit goes unnoticed
 
+  // Horovod's Gloo workers rendezvous through this store; bound to the address they are told.
+  rendezvous::KvStore store;
+  store.Init(plan.slots);
+  rendezvous::KvHandler handler(&store);
+  rendezvous::HttpServer server(&io, &handler);
+  if (!server.Listen(plan.run.rendezvous_addr, 0, &err)) {
+    spdlog::error("rendezvous server: {}", err);
+    return kExitFailure;
+  }
+  plan.run.rendezvous_port = server.port();
+  spdlog::debug("rendezvous server listening on {}:{}", plan.run.rendezvous_addr, server.port());
+
   OutputSink sink;
   RankOutput output;
   output.console_out = sink.AddDestination(STDOUT_FILENO, false, "stdout");
@@ -220,6 +236,8 @@ int Driver::Run() {
     if (ranks.active() == 0) {
       signals.cancel();
       kill_timer.cancel();
+      server.Stop();
+      io.stop();
     }
   };
   ranks.set_on_finished([&](const RankSet::Finished& f) {

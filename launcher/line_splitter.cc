@@ -2,10 +2,12 @@
 
 #include <sys/time.h>
 
+#include <fmt/format.h>
+
 namespace etrun::launcher {
 
 PrefixFormatter::PrefixFormatter(int rank, bool is_stderr, bool timestamps, TimestampFormat format)
-    : prefix_("[" + std::to_string(rank) + (is_stderr ? "]<stderr>:" : "]<stdout>:")),
+    : prefix_(fmt::format("[{}]<{}>:", rank, is_stderr ? "stderr" : "stdout")),
       timestamps_(timestamps),
       format_(format) {}
 

@@ -66,8 +66,11 @@ std::string LocalSpawner::ResolveProgram(const std::string& name, const std::str
   while (pos <= path.size()) {
     size_t colon = path.find(':', pos);
     std::string dir = path.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
-    if (dir.empty()) dir = ".";
-    std::string candidate = dir + "/" + name;
+    // Built by appends: GCC 12 misreports `dir = "."` and `dir + "/" + name` under -Wrestrict.
+    if (dir.empty()) dir.push_back('.');
+    std::string candidate = dir;
+    candidate += '/';
+    candidate += name;
     if (IsExecutableFile(candidate)) return candidate;
     if (colon == std::string::npos) break;
     pos = colon + 1;

@@ -46,7 +46,7 @@ TEST_CASE("every rank gets Horovod's slot variables and torch.distributed's env:
       {"PYTHONUNBUFFERED", "1"},         {"RANK", "2"},               {"WORLD_SIZE", "3"},
       {"LOCAL_RANK", "0"},               {"LOCAL_WORLD_SIZE", "1"},   {"GROUP_RANK", "1"},
       {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", "29500"},    {"PATH", "/usr/bin"},
-      {"HOME", "/root"}};
+      {"HOME", "/root"},                 {"GLOO_SOCKET_IFNAME", "lo"}};
   CHECK(env == want);  // and nothing else: no HOROVOD_ELASTIC, no rendezvous address yet
 }
 
@@ -59,6 +59,12 @@ TEST_CASE("per-slot values win over inherited ones (spec 9.16)") {
   CHECK(env["RANK"] == "1");
   CHECK(env["PYTHONUNBUFFERED"] == "1");
   CHECK(env["CUDA_VISIBLE_DEVICES"] == "3");  // local ranks inherit everything
+}
+
+TEST_CASE("a user's own GLOO_SOCKET_IFNAME is kept") {
+  SlotInfo slot{"localhost", 0, 1, 0, 1, 0, 1};
+  auto env = AsMap(BuildWorkerEnv({"GLOO_SOCKET_IFNAME=eth9"}, Tunables{}, slot, 0, LocalRun()));
+  CHECK(env["GLOO_SOCKET_IFNAME"] == "eth9");
 }
 
 TEST_CASE("inherited variables keep their order and appear once") {

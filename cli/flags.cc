@@ -1,0 +1,795 @@
+#include "cli/flags.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <type_traits>
+#include <utility>
+
+#ifndef ETRUN_VERSION
+#define ETRUN_VERSION "0.1.0"
+#endif
+
+namespace etrun::cli {
+namespace {
+
+constexpr char kHorovodRelease[] = "0.28.1";
+
+// Flags whose feature lands in a later release: parsed and validated, then refused. Delete a row
+// when its feature lands.
+struct NotSupportedYet {
+  const char* option;  // the option's first long name
+  const char* reason;
+  const char* fix;
+};
+constexpr NotSupportedYet kNotSupportedYet[] = {
+    {"--host-discovery-script", "elastic mode comes in a later etrun release",
+     "list the hosts with -H or --hostfile to run a static job"},
+    {"--min-np", "elastic mode comes in a later etrun release",
+     "leave it out to run a static job of -np processes"},
+    {"--mpi", "MPI mode comes in a later etrun release", "leave it out to launch with Gloo"},
+    {"--jsrun", "jsrun mode comes in a later etrun release", "leave it out to launch with Gloo"},
+    {"--mpi-args", "MPI mode comes in a later etrun release", "leave it out to launch with Gloo"},
+    {"--binding-args", "MPI mode comes in a later etrun release",
+     "leave it out to launch with Gloo"},
+    {"--config-file", "YAML config files come in a later etrun release",
+     "give the settings as flags instead"},
+};
+
+// horovodrun's argparse mutually exclusive groups: at most one member of each may be given.
+std::vector<std::vector<std::string>> ExclusiveGroups() {
+  return {
+      {"--hosts", "--hostfile", "--host-discovery-script"},
+      {"--gloo", "--mpi", "--jsrun"},
+      {"--prefix-output-with-timestamp", "--log-without-timestamp", "--log-with-timestamp",
+       "--log-hide-timestamp", "--no-log-hide-timestamp"},
+      {"--hierarchical-allreduce", "--no-hierarchical-allreduce"},
+      {"--hierarchical-allgather", "--no-hierarchical-allgather"},
+      {"--torus-allreduce", "--no-torus-allreduce"},
+      {"--autotune", "--no-autotune"},
+      {"--timeline-mark-cycles", "--no-timeline-mark-cycles"},
+      {"--no-stall-check", "--stall-check"},
+      {"--mpi-threads-disable", "--no-mpi-threads-disable"},
+  };
+}
+
+std::string Trim(const std::string& s) {
+  const size_t begin = s.find_first_not_of(" \t\n\r\f\v");
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(" \t\n\r\f\v") - begin + 1);
+}
+
+std::string Join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
+// The shortest text that reads back as `value`: "0.1", "-1", "1e+20".
+std::string FormatNumber(double value) {
+  char buffer[32];
+  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return ec == std::errc() ? std::string(buffer, end) : "?";
+}
+
+// Strips blanks and one leading '+' as Python's int() and float() do; false for "+-1" and "++1".
+bool StripNumber(const std::string& text, std::string* number) {
+  *number = Trim(text);
+  if (number->empty() || (*number)[0] != '+') return true;
+  number->erase(0, 1);
+  return number->empty() || ((*number)[0] != '+' && (*number)[0] != '-');
+}
+
+// CLI11 validators. Each writes the whole user-facing message ("<flag>: expected ..., got ...");
+// CLI11 prefixes its own "--name: ", which FlagTable::Parse strips again.
+
+// Python's int() in decimal: optional blanks and sign, then digits. Rewrites the text to plain
+// decimal, because CLI11 reads "010" as octal and "0x10" as hex, and checks that it fits T.
+template <typename T>
+CLI::Validator WholeNumber(const std::string& display) {
+  return CLI::Validator(
+      [display](std::string& text) -> std::string {
+        std::string s;
+        const bool signed_once = StripNumber(text, &s);
+        T value{};
+        const char* end = s.data() + s.size();
+        const auto [ptr, ec] = std::from_chars(s.data(), end, value);
+        if (!signed_once || s.empty() || ptr != end || ec == std::errc::invalid_argument) {
+          return display + ": expected a whole number, got '" + text + "'";
+        }
+        if (ec == std::errc::result_out_of_range) {
+          return display + ": expected a whole number from " +
+                 std::to_string(std::numeric_limits<T>::min()) + " to " +
+                 std::to_string(std::numeric_limits<T>::max()) + ", got '" + text + "'";
+        }
+        text = std::to_string(value);
+        return "";
+      },
+      "", "");
+}
+
+// Python's float() without hex, infinities and NaN.
+CLI::Validator FiniteNumber(const std::string& display) {
+  return CLI::Validator(
+      [display](std::string& text) -> std::string {
+        std::string s;
+        const bool signed_once = StripNumber(text, &s);
+        double value = 0;
+        const char* end = s.data() + s.size();
+        const auto [ptr, ec] = std::from_chars(s.data(), end, value);
+        if (!signed_once || s.empty() || ptr != end || ec != std::errc() || !std::isfinite(value)) {
+          return display + ": expected a finite number, got '" + text + "'";
+        }
+        text = s;
+        return "";
+      },
+      "", "");
+}
+
+// Exactly one of `choices`, case-sensitive as argparse's `choices=`.
+CLI::Validator OneOf(const std::string& display, const std::vector<std::string>& choices) {
+  return CLI::Validator(
+      [display, choices](std::string& text) -> std::string {
+        for (const std::string& choice : choices) {
+          if (text == choice) return "";
+        }
+        for (const std::string& choice : choices) {
+          if (CLI::detail::to_lower(text) == CLI::detail::to_lower(choice)) {
+            return display + ": got '" + text + "' (did you mean " + choice + "?)";
+          }
+        }
+        return display + ": expected one of " + Join(choices, ", ") + ", got '" + text + "'";
+      },
+      "", "");
+}
+
+// Shows argparse-only spellings ("-np") beside CLI11's names in --help.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  explicit HelpFormatter(const std::map<std::string, std::string>* dash_aliases)
+      : dash_aliases_(dash_aliases) {
+    column_width(42);
+  }
+
+  std::string make_option_name(const CLI::Option* opt, bool is_positional) const override {
+    std::vector<std::string> names;
+    if (auto it = dash_aliases_->find("--" + opt->get_lnames().front());
+        it != dash_aliases_->end()) {
+      names.push_back(it->second);
+    }
+    for (const std::string& s : opt->get_snames()) names.push_back("-" + s);
+    for (const std::string& l : opt->get_lnames()) names.push_back("--" + l);
+    return Join(names, ", ");
+  }
+
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    return "Usage: " + name + " [OPTIONS] -np N COMMAND [ARGS...]\n";
+  }
+
+ private:
+  const std::map<std::string, std::string>* dash_aliases_;  // long name -> "-np"; not owned
+};
+
+// horovodrun's option table on a CLI11 App. Values land in the JobConfig given to the
+// constructor, which must outlive the table. Every option has a long name; argparse-only
+// single-dash multi-letter names ("-np") live in dash_aliases_, because CLI11 cannot spell them.
+class FlagTable {
+ public:
+  explicit FlagTable(JobConfig* c);
+  FlagTable(const FlagTable&) = delete;
+  FlagTable& operator=(const FlagTable&) = delete;
+
+  std::vector<OptionSpec> Specs() const;
+  // "-np/--num-proc" for "--num-proc", as argparse names options in its messages.
+  std::string Display(const std::string& long_name) const;
+  bool Given(const std::string& long_name) const { return app_.get_option(long_name)->count() > 0; }
+  // Runs CLI11 on normalized tokens. Returns false and sets *err (one line) on a bad value.
+  bool Parse(const std::vector<std::string>& tokens, std::string* err);
+  // Every --network-interface(s) value, in command-line order.
+  std::vector<std::string> NicValues() const;
+  std::string Help() const { return app_.help(); }
+
+ private:
+  // Adds an option with values; CLI11 converts them to T (after our syntax checks) and `store`
+  // receives the last occurrence's value, only if the option was given.
+  template <typename T>
+  CLI::Option* Value(const std::string& names, std::function<void(const T&)> store,
+                     const std::string& help, const char* dash_alias = nullptr);
+  template <typename T>
+  CLI::Option* Optional(const std::string& names, std::optional<T>* field, const std::string& help,
+                        const char* dash_alias = nullptr) {
+    return Value<T>(
+        names, [field](const T& v) { *field = v; }, help, dash_alias);
+  }
+  CLI::Option* Text(const std::string& names, std::string* field, const std::string& help) {
+    return Value<std::string>(
+        names, [field](const std::string& v) { *field = v; }, help);
+  }
+  CLI::Option* Switch(const std::string& names, const std::string& help, std::function<void()> on,
+                      const char* dash_alias = nullptr);
+  // `name` sets *field to true, `negation` to false; the negation is hidden from --help if asked.
+  void SwitchPair(const std::string& name, const std::string& negation, std::optional<bool>* field,
+                  const std::string& help, bool negation_hidden);
+  CLI::Option* Finish(CLI::Option* opt, const char* dash_alias);
+
+  void AddGeneral(JobConfig* c);
+  void AddHostsAndElastic(JobConfig* c);
+  void AddTunables(Tunables* t);
+  void AddLibraryAndLogging(JobConfig* c);
+
+  CLI::App app_;
+  std::map<std::string, std::string> dash_aliases_;  // "--num-proc" -> "-np"
+  std::string group_;                                // help group of the options being added
+};
+
+template <typename T>
+CLI::Option* FlagTable::Value(const std::string& names, std::function<void(const T&)> store,
+                              const std::string& help, const char* dash_alias) {
+  CLI::Option* opt = Finish(app_.add_option_function<T>(names, std::move(store), help), dash_alias);
+  opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // argparse: the last one wins
+  const std::string display = Display("--" + opt->get_lnames().front());
+  if constexpr (std::is_floating_point_v<T>) {
+    opt->transform(FiniteNumber(display));
+  } else if constexpr (std::is_integral_v<T>) {
+    opt->transform(WholeNumber<T>(display));
+  } else if constexpr (std::is_same_v<T, std::pair<int, int>>) {
+    opt->transform(WholeNumber<int>(display));
+  }
+  return opt;
+}
+
+CLI::Option* FlagTable::Switch(const std::string& names, const std::string& help,
+                               std::function<void()> on, const char* dash_alias) {
+  return Finish(app_.add_flag_callback(names, std::move(on), help), dash_alias);
+}
+
+void FlagTable::SwitchPair(const std::string& name, const std::string& negation,
+                           std::optional<bool>* field, const std::string& help,
+                           bool negation_hidden) {
+  Switch(name, help, [field] { *field = true; });
+  CLI::Option* off =
+      Switch(negation, "Explicitly disables " + name + ".", [field] { *field = false; });
+  if (negation_hidden) off->group("");
+}
+
+CLI::Option* FlagTable::Finish(CLI::Option* opt, const char* dash_alias) {
+  opt->group(group_);
+  if (dash_alias != nullptr) dash_aliases_["--" + opt->get_lnames().front()] = dash_alias;
+  return opt;
+}
+
+FlagTable::FlagTable(JobConfig* c)
+    : app_("etrun: runs a Horovod job, as horovodrun does.", "etrun") {
+  app_.set_help_flag();  // -h/--help is an ordinary flag here: the normalizer must know it
+  app_.formatter(std::make_shared<HelpFormatter>(&dash_aliases_));
+  app_.footer(
+      "Syntax as horovodrun's: -np, -cb, -hostfile and -prefix-timestamp take one dash; long\n"
+      "options may be abbreviated to a unique prefix (--slots = --slots-per-host); values attach\n"
+      "with '=' (-np=4) and, for -H -p -i, directly (-Ha:1). The command starts at the first word\n"
+      "that is neither an option nor an option's value, and takes everything after it:\n"
+      "  etrun -np 4 -H a:2,b:2 python3 train.py --lr 0.1\n"
+      "A '--' before the command ends the options explicitly.");
+  AddGeneral(c);
+  AddHostsAndElastic(c);
+  AddTunables(&c->tunables);
+  AddLibraryAndLogging(c);
+}
+
+void FlagTable::AddGeneral(JobConfig* c) {
+  group_ = "Options";
+  Switch("-h,--help", "Shows this help and exits.", [] {});
+  Switch("-v,--version", "Shows etrun's version and the Horovod protocol it speaks, and exits.",
+         [] {});
+  Optional<int>("--num-proc", &c->num_proc,
+                "Total number of training processes (required). In elastic mode, the number of "
+                "processes required before training can start.",
+                "-np")
+      ->type_name("N");
+  Switch(
+      "--check-build", "Shows what this etrun build supports, and exits.", [] {}, "-cb");
+  Switch("--disable-cache", "Accepted for compatibility; etrun keeps no cache of start-up checks.",
+         [c] { c->disable_cache = true; });
+  Optional<int>("--start-timeout", &c->start_timeout_s,
+                "Seconds allowed for start-up checks (default: $HOROVOD_START_TIMEOUT or 30).")
+      ->type_name("SECONDS");
+  // Both collect every value, split on commas and union into one list (see NicValues).
+  Finish(app_.add_option("--network-interfaces"), nullptr)
+      ->description("Network interfaces to use, comma-separated: \"eth0,eth1\". Repeatable.")
+      ->type_name("NICS")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  Finish(app_.add_option("--network-interface"), nullptr)
+      ->description(
+          "A network interface to use. Repeatable: --network-interface eth0 "
+          "--network-interface eth1.")
+      ->type_name("NIC")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  Text("--output-filename", &c->output_filename,
+       "Writes each rank's stdout and stderr to DIR/rank.<rank>/<stdout|stderr>.")
+      ->type_name("DIR");
+  Switch("--verbose", "Prints extra messages, such as each worker's command line.",
+         [c] { c->verbose = true; });
+  Text("--config-file", &c->config_file, "YAML file of tunable parameters (not supported yet).")
+      ->type_name("FILE");
+
+  group_ = "Controller arguments";
+  Switch("--gloo", "Runs Horovod with the Gloo controller (the default).",
+         [c] { c->controller = Controller::kGloo; });
+  Switch("--mpi", "Runs Horovod with the MPI controller, via mpirun (not supported yet).",
+         [c] { c->controller = Controller::kMpi; });
+  Switch("--jsrun", "Launches with jsrun and the MPI controller (not supported yet).",
+         [c] { c->controller = Controller::kJsrun; });
+
+  group_ = "SSH arguments";
+  Optional<int>("-p,--ssh-port", &c->ssh_port, "SSH port on all the hosts.")->type_name("PORT");
+  Text("-i,--ssh-identity-file", &c->ssh_identity_file,
+       "File from which the SSH identity (private key) is read.")
+      ->type_name("FILE");
+}
+
+void FlagTable::AddHostsAndElastic(JobConfig* c) {
+  group_ = "Host arguments";
+  Text("-H,--hosts", &c->hosts, "Hosts and their slots, host1:2,host2:4 (default: localhost:<np>).")
+      ->type_name("HOST:SLOTS,...");
+  Value<std::string>(
+      "--hostfile", [c](const std::string& v) { c->hostfile = v; },
+      "File with one \"<hostname> slots=<slots>\" per line.", "-hostfile")
+      ->type_name("FILE");
+  Text("--host-discovery-script", &c->host_discovery_script,
+       "Executable that prints one available host[:slots] per line; enables elastic training "
+       "(not supported yet).")
+      ->type_name("SCRIPT");
+
+  group_ = "Elastic arguments";
+  Optional<int>("--min-np,--min-num-proc", &c->min_np,
+                "Minimum number of processes to keep training; enables elastic training "
+                "(not supported yet; default: -np).")
+      ->type_name("N");
+  Optional<int>("--max-np,--max-num-proc", &c->max_np,
+                "Maximum number of processes (default: unbounded).")
+      ->type_name("N");
+  Optional<int>("--slots-per-host", &c->slots_per_host,
+                "Slots per host for discovered hosts that print no slot count.")
+      ->type_name("N");
+  Optional<int>("--elastic-timeout", &c->elastic_timeout_s,
+                "Seconds to wait for enough slots (default: $HOROVOD_ELASTIC_TIMEOUT or 600).")
+      ->type_name("SECONDS");
+  Optional<int>("--reset-limit", &c->reset_limit,
+                "Times the job may scale up or down before it fails (default: unlimited).")
+      ->type_name("N");
+  Optional<std::pair<int, int>>("--blacklist-cooldown-range", &c->cooldown_range,
+                                "Seconds a failing host stays blacklisted, e.g. 60 300 "
+                                "(default: for good).")
+      ->type_name("MIN MAX");
+}
+
+void FlagTable::AddTunables(Tunables* t) {
+  group_ = "Tunable parameter arguments";
+  Optional<int64_t>("--fusion-threshold-mb", &t->fusion_threshold_mb,
+                    "Fusion buffer threshold in MB; 0 disables tensor fusion (default: 128).")
+      ->type_name("MB");
+  Optional<double>("--cycle-time-ms", &t->cycle_time_ms,
+                   "Delay between tensor fusion cycles in ms (default: 1).")
+      ->type_name("MS");
+  Optional<int64_t>("--cache-capacity", &t->cache_capacity,
+                    "Number of tensor names cached to save coordination (default: 1024).")
+      ->type_name("N");
+  SwitchPair("--hierarchical-allreduce", "--no-hierarchical-allreduce", &t->hierarchical_allreduce,
+             "Performs hierarchical allreduce instead of ring allreduce.", false);
+  SwitchPair("--hierarchical-allgather", "--no-hierarchical-allgather", &t->hierarchical_allgather,
+             "Performs hierarchical allgather instead of ring allgather.", false);
+  SwitchPair("--torus-allreduce", "--no-torus-allreduce", &t->torus_allreduce,
+             "Performs torus allreduce.", false);
+
+  group_ = "Autotune arguments";
+  SwitchPair("--autotune", "--no-autotune", &t->autotune,
+             "Autotunes the parameters not given explicitly, for throughput.", true);
+  Optional<std::string>("--autotune-log-file", &t->autotune_log_file,
+                        "CSV log of autotuning trials.")
+      ->type_name("FILE");
+  Optional<int64_t>("--autotune-warmup-samples", &t->autotune_warmup_samples,
+                    "Samples discarded before autotuning starts (default: 3).")
+      ->type_name("N");
+  Optional<int64_t>("--autotune-steps-per-sample", &t->autotune_steps_per_sample,
+                    "Steps recorded per autotuning sample (default: 10).")
+      ->type_name("N");
+  Optional<int64_t>("--autotune-bayes-opt-max-samples", &t->autotune_bayes_opt_max_samples,
+                    "Samples per Bayesian optimization process (default: 20).")
+      ->type_name("N");
+  Optional<double>("--autotune-gaussian-process-noise", &t->autotune_gaussian_process_noise,
+                   "Noise regularization in [0, 1] (default: 0.8).")
+      ->type_name("X");
+
+  group_ = "Timeline arguments";
+  Optional<std::string>("--timeline-filename", &t->timeline_filename,
+                        "Records a JSON timeline of Horovod events to FILE.")
+      ->type_name("FILE");
+  SwitchPair("--timeline-mark-cycles", "--no-timeline-mark-cycles", &t->timeline_mark_cycles,
+             "Marks cycles on the timeline.", true);
+
+  group_ = "Stall check arguments";
+  Switch("--no-stall-check", "Disables the stall check.", [t] { t->no_stall_check = true; });
+  Switch("--stall-check", "", [t] { t->no_stall_check = false; })->group("");
+  Optional<int64_t>("--stall-check-warning-time-seconds", &t->stall_check_warning_time_seconds,
+                    "Seconds until a stall warning (default: 60).")
+      ->type_name("SECONDS");
+  Optional<int64_t>("--stall-check-shutdown-time-seconds", &t->stall_check_shutdown_time_seconds,
+                    "Seconds until a stalled job shuts down (default: 0, never).")
+      ->type_name("SECONDS");
+}
+
+void FlagTable::AddLibraryAndLogging(JobConfig* c) {
+  Tunables* t = &c->tunables;
+  group_ = "Library arguments";
+  SwitchPair("--mpi-threads-disable", "--no-mpi-threads-disable", &t->mpi_threads_disable,
+             "Disables MPI threading support (MPI mode only).", true);
+  Text("--mpi-args", &c->mpi_args, "Extra mpirun arguments (not supported yet).")
+      ->type_name("ARGS");
+  Switch("--tcp", "Uses TCP only for communication (NCCL_IB_DISABLE=1).", [t] { t->tcp = true; });
+  Text("--binding-args", &c->binding_args, "mpirun process binding arguments (not supported yet).")
+      ->type_name("ARGS");
+  Optional<int64_t>("--num-nccl-streams", &t->num_nccl_streams, "Number of NCCL streams.")
+      ->type_name("N");
+  Optional<int64_t>("--thread-affinity", &t->thread_affinity,
+                    "Horovod background thread affinity (default: 0).")
+      ->type_name("N");
+  Optional<int64_t>("--gloo-timeout-seconds", &t->gloo_timeout_seconds,
+                    "Timeout for Gloo operations (default: 30).")
+      ->type_name("SECONDS");
+
+  group_ = "Logging arguments";
+  Optional<std::string>("--log-level", &t->log_level,
+                        "Horovod's minimum log level: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL "
+                        "(default: WARNING).")
+      ->type_name("LEVEL")
+      ->check(OneOf("--log-level", {"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"}));
+  Switch("--log-with-timestamp", "", [t] { t->log_hide_timestamp = false; })->group("");
+  Switch("--log-without-timestamp", "Hides the timestamp of Horovod's log messages.",
+         [t] { t->log_hide_timestamp = true; });
+  Switch(
+      "--prefix-output-with-timestamp", "Prefixes each line of output with a timestamp.",
+      [c] { c->prefix_timestamp = true; }, "-prefix-timestamp");
+  Switch("--log-hide-timestamp", "", [t] { t->log_hide_timestamp = true; })->group("");
+  Switch("--no-log-hide-timestamp", "", [t] { t->log_hide_timestamp = false; })->group("");
+
+  group_ = "etrun arguments";
+  Value<double>(
+      "--grace-period", [c](const double& v) { c->grace_period_s = v; },
+      "Seconds between SIGTERM and SIGKILL when stopping ranks (default: 5).")
+      ->type_name("SECONDS");
+  Value<std::string>(
+      "--timestamp-format",
+      [c](const std::string& v) {
+        c->timestamp_format = v == "iso" ? TimestampFormat::kIso : TimestampFormat::kAsctime;
+      },
+      "Style of -prefix-timestamp: asctime (horovodrun's, the default) or iso (ISO 8601 with "
+      "milliseconds).")
+      ->type_name("STYLE")
+      ->check(OneOf("--timestamp-format", {"asctime", "iso"}));
+}
+
+std::vector<OptionSpec> FlagTable::Specs() const {
+  std::vector<OptionSpec> specs;
+  for (const CLI::Option* opt : app_.get_options()) {
+    OptionSpec spec;
+    if (auto it = dash_aliases_.find("--" + opt->get_lnames().front()); it != dash_aliases_.end()) {
+      spec.names.push_back(it->second);
+    }
+    for (const std::string& s : opt->get_snames()) spec.names.push_back("-" + s);
+    for (const std::string& l : opt->get_lnames()) spec.names.push_back("--" + l);
+    spec.num_values = opt->get_expected_max() == 0 ? 0 : opt->get_type_size_max();
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+std::string FlagTable::Display(const std::string& long_name) const {
+  const CLI::Option* opt = app_.get_option(long_name);
+  std::vector<std::string> names;
+  if (auto it = dash_aliases_.find(long_name); it != dash_aliases_.end())
+    names.push_back(it->second);
+  for (const std::string& s : opt->get_snames()) names.push_back("-" + s);
+  for (const std::string& l : opt->get_lnames()) names.push_back("--" + l);
+  return Join(names, "/");
+}
+
+bool FlagTable::Parse(const std::vector<std::string>& tokens, std::string* err) {
+  std::vector<std::string> reversed(tokens.rbegin(), tokens.rend());  // CLI11 pops from the back
+  try {
+    app_.parse(reversed);
+    return true;
+  } catch (const CLI::ValidationError& e) {
+    // CLI11 says "--name: <validator message>"; our validators name the option themselves.
+    const std::string what = e.what();
+    const size_t colon = what.find(": ");
+    *err = colon == std::string::npos ? what : what.substr(colon + 2);
+  } catch (const CLI::Error& e) {  // not expected after normalization; still one line
+    *err = std::string(e.what()) + ": see etrun --help";
+  }
+  return false;
+}
+
+std::vector<std::string> FlagTable::NicValues() const {
+  const CLI::Option* plural = app_.get_option("--network-interfaces");
+  const CLI::Option* singular = app_.get_option("--network-interface");
+  std::map<const CLI::Option*, size_t> next;
+  std::vector<std::string> values;
+  for (const CLI::Option* opt : app_.parse_order()) {  // one entry per value given
+    if (opt != plural && opt != singular) continue;
+    values.push_back(opt->results().at(next[opt]++));
+  }
+  return values;
+}
+
+// --- Checks after parsing. Each returns false and sets *err to one line.
+
+template <typename T>
+bool CheckAtLeast(const FlagTable& table, const std::string& name, const std::optional<T>& value,
+                  T min, std::string* err) {
+  if (!value || *value >= min) return true;
+  const auto text = [](T v) {
+    if constexpr (std::is_integral_v<T>)
+      return std::to_string(v);
+    else
+      return FormatNumber(v);
+  };
+  *err = table.Display(name) + ": expected at least " + text(min) + ", got " + text(*value);
+  return false;
+}
+
+bool CheckExclusions(const FlagTable& table, std::string* err) {
+  for (const std::vector<std::string>& group : ExclusiveGroups()) {
+    std::vector<std::string> given;
+    for (const std::string& name : group) {
+      if (table.Given(name)) given.push_back(table.Display(name));
+    }
+    if (given.size() > 1) {
+      *err = given[0] + " and " + given[1] + " cannot be used together: give only one of them";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool CheckLaunchValues(const FlagTable& t, const JobConfig& c, std::string* err) {
+  if (!c.num_proc) {
+    *err = t.Display("--num-proc") +
+           " is required: say how many processes to start, e.g. etrun -np 4 python3 train.py";
+    return false;
+  }
+  if (!CheckAtLeast(t, "--num-proc", c.num_proc, 1, err) ||
+      !CheckAtLeast(t, "--min-np", c.min_np, 1, err) ||
+      !CheckAtLeast(t, "--max-np", c.max_np, 1, err) ||
+      !CheckAtLeast(t, "--slots-per-host", c.slots_per_host, 1, err) ||
+      !CheckAtLeast(t, "--elastic-timeout", c.elastic_timeout_s, 1, err) ||
+      !CheckAtLeast(t, "--start-timeout", c.start_timeout_s, 1, err) ||
+      !CheckAtLeast(t, "--reset-limit", c.reset_limit, 0, err) ||
+      !CheckAtLeast(t, "--grace-period", std::optional<double>(c.grace_period_s), 0.0, err)) {
+    return false;
+  }
+  if (c.min_np && *c.min_np > *c.num_proc) {
+    *err = t.Display("--min-np") + ": expected at most -np (" + std::to_string(*c.num_proc) +
+           "), got " + std::to_string(*c.min_np);
+    return false;
+  }
+  if (c.max_np && *c.num_proc > *c.max_np) {
+    *err = t.Display("--num-proc") + ": expected at most --max-np (" + std::to_string(*c.max_np) +
+           "), got " + std::to_string(*c.num_proc);
+    return false;
+  }
+  if (c.cooldown_range) {
+    const auto [min, max] = *c.cooldown_range;
+    std::string expected;
+    if (min < 1) {
+      expected = "MIN of at least 1";
+    } else if (max > 3600) {
+      expected = "MAX of at most 3600";
+    } else if (min > max) {
+      expected = "MIN <= MAX";
+    }
+    if (!expected.empty()) {
+      *err = "--blacklist-cooldown-range: expected " + expected + ", got " + std::to_string(min) +
+             " " + std::to_string(max);
+      return false;
+    }
+  }
+  if (c.ssh_port && (*c.ssh_port < 1 || *c.ssh_port > 65535)) {
+    *err = t.Display("--ssh-port") + ": expected a port from 1 to 65535, got " +
+           std::to_string(*c.ssh_port);
+    return false;
+  }
+  return true;
+}
+
+bool CheckTunables(const FlagTable& t, const Tunables& u, std::string* err) {
+  const std::pair<const char*, const std::optional<int64_t>*> counts[] = {
+      {"--fusion-threshold-mb", &u.fusion_threshold_mb},
+      {"--cache-capacity", &u.cache_capacity},
+      {"--autotune-warmup-samples", &u.autotune_warmup_samples},
+      {"--autotune-steps-per-sample", &u.autotune_steps_per_sample},
+      {"--autotune-bayes-opt-max-samples", &u.autotune_bayes_opt_max_samples},
+      {"--stall-check-warning-time-seconds", &u.stall_check_warning_time_seconds},
+      {"--stall-check-shutdown-time-seconds", &u.stall_check_shutdown_time_seconds},
+      {"--num-nccl-streams", &u.num_nccl_streams},
+      {"--thread-affinity", &u.thread_affinity},
+      {"--gloo-timeout-seconds", &u.gloo_timeout_seconds},
+  };
+  for (const auto& [name, value] : counts) {
+    if (!CheckAtLeast<int64_t>(t, name, *value, 0, err)) return false;
+  }
+  if (!CheckAtLeast(t, "--cycle-time-ms", u.cycle_time_ms, 0.0, err)) return false;
+  const std::optional<double>& noise = u.autotune_gaussian_process_noise;
+  if (noise && (*noise < 0 || *noise > 1)) {
+    *err = "--autotune-gaussian-process-noise: expected a value from 0 to 1, got " +
+           FormatNumber(*noise);
+    return false;
+  }
+  return true;
+}
+
+// Splits the --network-interface(s) values on commas into `nics`, first appearance first.
+bool CollectNics(const FlagTable& t, std::vector<std::string>* nics, std::string* err) {
+  for (const std::string& value : t.NicValues()) {
+    bool any = false;
+    std::stringstream in(value);
+    for (std::string nic; std::getline(in, nic, ',');) {
+      nic = Trim(nic);
+      if (nic.empty()) continue;
+      any = true;
+      if (std::find(nics->begin(), nics->end(), nic) == nics->end()) nics->push_back(nic);
+    }
+    if (!any) {
+      *err = "--network-interface: expected an interface name, got '" + value + "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool CheckNotSupportedYet(const FlagTable& t, std::string* err) {
+  for (const NotSupportedYet& row : kNotSupportedYet) {
+    if (t.Given(row.option)) {
+      *err = t.Display(row.option) + " is not supported yet (" + row.reason + "): " + row.fix;
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string VersionText() {
+  return std::string("etrun ") + ETRUN_VERSION + "\nspeaks the launcher protocol of Horovod " +
+         kHorovodRelease + " (horovodrun's flags, rendezvous and worker environment)\n";
+}
+
+// The path of the first executable `program` on $PATH, or "".
+std::string FindOnPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::stringstream in(path == nullptr ? "" : path);
+  for (std::string dir; std::getline(in, dir, ':');) {
+    const std::string file = (dir.empty() ? "." : dir) + "/" + program;
+    struct stat st {};
+    if (stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(file.c_str(), X_OK) == 0) {
+      return file;
+    }
+  }
+  return "";
+}
+
+std::string CheckBuildText() {
+  const auto mark = [](bool yes) { return yes ? "[X]" : "[ ]"; };
+#if defined(ETRUN_HAVE_CUDA) && ETRUN_HAVE_CUDA
+  constexpr bool kCuda = true;
+#else
+  constexpr bool kCuda = false;
+#endif
+#if defined(ETRUN_HAVE_NCCL) && ETRUN_HAVE_NCCL
+  constexpr bool kNccl = true;
+#else
+  constexpr bool kNccl = false;
+#endif
+  const std::string mpirun = FindOnPath("mpirun");
+  std::ostringstream out;
+  out << "etrun v" << ETRUN_VERSION << " (Horovod " << kHorovodRelease << " launcher protocol):\n\n"
+      << "    Available Launch Modes:\n"
+      << "        [X] Local processes (static Gloo)\n"
+      << "        [ ] SSH to remote hosts (not supported yet)\n"
+      << "        [ ] Elastic (not supported yet)\n\n"
+      << "    Available Controllers:\n"
+      << "        [X] Gloo\n"
+      << "        [ ] MPI (not supported yet; "
+      << (mpirun.empty() ? "no mpirun on PATH" : "mpirun found at " + mpirun) << ")\n\n"
+      << "    Found at Build Time:\n"
+      << "        " << mark(kCuda) << " CUDA\n"
+      << "        " << mark(kNccl) << " NCCL\n";
+  return out.str();
+}
+
+ParseOutcome Exit(int code, std::string out, std::string err) {
+  ParseOutcome outcome;
+  outcome.exit_code = code;
+  outcome.out = std::move(out);
+  outcome.err = std::move(err);
+  return outcome;
+}
+
+ParseOutcome UsageError(const std::string& what) {
+  return Exit(2, "", "etrun: error: " + what + "\n");
+}
+
+bool Contains(const std::vector<std::string>& tokens, const std::string& token) {
+  return std::find(tokens.begin(), tokens.end(), token) != tokens.end();
+}
+
+// ParseArgs without the guard against CLI11 errors in building the table.
+ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig* config) {
+  JobConfig parsed;
+  FlagTable table(&parsed);
+  std::string err;
+  NormalizedArgs normalized;
+  const std::vector<std::string> rest(args.empty() ? args.end() : args.begin() + 1, args.end());
+  if (!NormalizeArgv(table.Specs(), rest, &normalized, &err)) return UsageError(err);
+  if (Contains(normalized.options, "--help")) return Exit(0, table.Help(), "");
+  if (Contains(normalized.options, "--version")) return Exit(0, VersionText(), "");
+  if (Contains(normalized.options, "--check-build")) return Exit(0, CheckBuildText(), "");
+
+  if (!table.Parse(normalized.options, &err) || !CheckExclusions(table, &err) ||
+      !CheckLaunchValues(table, parsed, &err) || !CheckTunables(table, parsed.tunables, &err) ||
+      !CollectNics(table, &parsed.network_interfaces, &err)) {
+    return UsageError(err);
+  }
+  if (normalized.command.empty()) {
+    return UsageError(
+        "no command to run: put it after the options, e.g. etrun -np 2 python3 train.py");
+  }
+  if (!CheckNotSupportedYet(table, &err)) return UsageError(err);
+  parsed.command = std::move(normalized.command);
+
+  ParseOutcome outcome;
+  const std::pair<const char*, const char*> deprecated[] = {
+      {"--log-hide-timestamp", "--log-without-timestamp"},
+      {"--no-log-hide-timestamp", "--log-with-timestamp"},
+  };
+  for (const auto& [name, replacement] : deprecated) {
+    if (table.Given(name)) {
+      outcome.err +=
+          std::string("etrun: warning: ") + name + " is deprecated: use " + replacement + "\n";
+    }
+  }
+  *config = std::move(parsed);
+  return outcome;
+}
+
+}  // namespace
+
+ParseOutcome ParseArgs(const std::vector<std::string>& args, JobConfig* config) {
+  try {
+    return ParseArgsUnguarded(args, config);
+  } catch (const CLI::Error& e) {  // a broken flag table (CLI::ConstructionError): our bug
+    return Exit(1, "", std::string("etrun: internal error: flag table: ") + e.what() + "\n");
+  }
+}
+
+int ParseFlags(int argc, const char* const* argv, JobConfig* config) {
+  const std::vector<std::string> args(argv, argv + argc);
+  const ParseOutcome outcome = ParseArgs(args, config);
+  std::cout << outcome.out << std::flush;
+  std::cerr << outcome.err << std::flush;
+  return outcome.exit_code;
+}
+
+std::vector<OptionSpec> OptionSpecs() {
+  JobConfig scratch;
+  return FlagTable(&scratch).Specs();
+}
+
+}  // namespace etrun::cli

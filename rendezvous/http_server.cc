@@ -1,0 +1,134 @@
+#include "rendezvous/http_server.h"
+
+#include <optional>
+
+#include <boost/asio/ip/address_v4.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace etrun::rendezvous {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, HttpHandler* handler, const HttpLimits& limits,
+             std::weak_ptr<bool> server_alive)
+      : stream_(std::move(socket)), handler_(handler), limits_(limits), server_alive_(server_alive) {}
+
+  void Start() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
+    parser_->body_limit(limits_.max_body_bytes);
+    stream_.expires_after(limits_.read_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  }
+
+ private:
+  void OnRead(beast::error_code ec) {
+    if (ec == beast::error::timeout) return Close();  // tcp_stream already closed the socket
+    if (ec == http::error::body_limit || ec == http::error::header_limit) return Reply({413, ""});
+    if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+        ec == asio::error::connection_reset) {
+      return Close();  // nothing (complete) was sent
+    }
+    if (ec) return Reply({400, ""});
+    stream_.expires_never();  // a held rank_and_size may wait for minutes
+    auto& req = parser_->get();
+    if (req.method() == http::verb::put && req.find(http::field::content_length) == req.end() &&
+        !req.chunked()) {
+      return Reply({411, ""});
+    }
+    HttpRequest request;
+    request.method = std::string(req.method_string());
+    request.target = std::string(req.target());
+    request.body = std::move(req.body());
+    if (server_alive_.expired()) return Reply({503, ""});
+    std::weak_ptr<Connection> weak = shared_from_this();
+    handler_->Handle(std::move(request), [weak](HttpResponse response) {
+      if (auto self = weak.lock()) self->Reply(std::move(response));
+    });
+    // Keep ourselves alive while the handler holds the answer.
+    self_ = shared_from_this();
+  }
+
+  void Reply(HttpResponse response) {
+    if (replied_) return;
+    replied_ = true;
+    response_.emplace(static_cast<http::status>(response.status), 11);
+    response_->set(http::field::connection, "close");
+    response_->body() = std::move(response.body);
+    response_->prepare_payload();  // Content-Length, always, even when 0
+    stream_.expires_after(limits_.read_timeout);
+    http::async_write(stream_, *response_, [self = shared_from_this()](beast::error_code, size_t) {
+      self->Close();
+    });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+    self_.reset();
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::response<http::string_body>> response_;
+  HttpHandler* handler_;
+  HttpLimits limits_;
+  std::weak_ptr<bool> server_alive_;
+  std::shared_ptr<Connection> self_;
+  bool replied_ = false;
+};
+
+HttpServer::HttpServer(asio::io_context* io, HttpHandler* handler, HttpLimits limits)
+    : io_(io), handler_(handler), limits_(limits), acceptor_(*io), alive_(std::make_shared<bool>(true)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+bool HttpServer::Listen(const std::string& address, int port, std::string* err) {
+  beast::error_code ec;
+  auto ip = asio::ip::make_address_v4(address, ec);
+  if (ec) {
+    *err = "cannot listen on '" + address + "': not an IPv4 address";
+    return false;
+  }
+  tcp::endpoint endpoint(ip, static_cast<unsigned short>(port));
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    *err = "cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message();
+    return false;
+  }
+  port_ = acceptor_.local_endpoint().port();
+  Accept();
+  return true;
+}
+
+void HttpServer::Stop() {
+  beast::error_code ignored;
+  acceptor_.close(ignored);
+  alive_.reset();
+}
+
+void HttpServer::Accept() {
+  std::weak_ptr<bool> alive = alive_;
+  acceptor_.async_accept([this, alive](beast::error_code ec, tcp::socket socket) {
+    if (!alive.lock()) return;
+    if (!ec) {
+      socket.set_option(tcp::no_delay(true), ec);
+      std::make_shared<Connection>(std::move(socket), handler_, limits_, alive_)->Start();
+    }
+    if (acceptor_.is_open()) Accept();
+  });
+}
+
+}  // namespace etrun::rendezvous

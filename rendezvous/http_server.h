@@ -1,0 +1,78 @@
+// HttpServer: a small HTTP/1.1 server on the driver's io_context, built on Boost.Beast, that
+// fronts the rendezvous store. One request per connection (the connection closes after the
+// response, as Horovod's HTTP/1.0 server does); every response carries `Content-Length` spelled
+// exactly so (Horovod's C++ client needs it, spec §4.5). Hardened where Horovod's server is
+// fragile (§9.10, §9.12, §9.20): bounded header and body sizes, a read timeout, and every
+// malformed request answered (400, 405, 411, 413) rather than dropped; a client that stalls
+// mid-request is disconnected after the read timeout. It never serves files.
+// The handler may answer later (rank_and_size is held until a barrier opens). Driver thread only.
+#ifndef ETRUN_RENDEZVOUS_HTTP_SERVER_H_
+#define ETRUN_RENDEZVOUS_HTTP_SERVER_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+namespace etrun::rendezvous {
+
+struct HttpRequest {
+  std::string method;  // "GET", "PUT", ...
+  std::string target;  // raw path, no decoding
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string body;
+};
+
+// Answers requests. `respond` must be called exactly once, now or later, on the driver thread;
+// calling it after the client went away is harmless.
+class HttpHandler {
+ public:
+  virtual ~HttpHandler() = default;
+  virtual void Handle(HttpRequest request, std::function<void(HttpResponse)> respond) = 0;
+};
+
+struct HttpLimits {
+  size_t max_header_bytes = 16 << 10;
+  size_t max_body_bytes = 64 << 20;  // a 512-rank Gloo address blob is ~100 KB
+  std::chrono::milliseconds read_timeout{10000};
+};
+
+class HttpServer {
+ public:
+  HttpServer(boost::asio::io_context* io, HttpHandler* handler, HttpLimits limits = {});
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds `address` (IPv4 dotted quad; "0.0.0.0" for all) on `port` (0: any free port) and
+  // starts accepting. Returns false and sets *err when the address cannot be bound.
+  bool Listen(const std::string& address, int port, std::string* err);
+
+  // The bound port, after Listen.
+  int port() const { return port_; }
+
+  // Stops accepting; connections in flight finish or time out.
+  void Stop();
+
+ private:
+  class Connection;
+  void Accept();
+
+  boost::asio::io_context* io_;
+  HttpHandler* handler_;
+  HttpLimits limits_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  int port_ = 0;
+  std::shared_ptr<bool> alive_;
+};
+
+}  // namespace etrun::rendezvous
+
+#endif  // ETRUN_RENDEZVOUS_HTTP_SERVER_H_

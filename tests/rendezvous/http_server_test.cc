@@ -1,0 +1,156 @@
+// The rendezvous HTTP server over real loopback sockets, fed with raw bytes as Horovod's C++ and
+// Python clients send them (spec 4.4-4.5).
+#include "rendezvous/http_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <doctest/doctest.h>
+
+#include "rendezvous/kv_handler.h"
+#include "rendezvous/kv_store.h"
+
+namespace asio = boost::asio;
+using etrun::rendezvous::HttpLimits;
+using etrun::rendezvous::HttpServer;
+using etrun::rendezvous::KvHandler;
+using etrun::rendezvous::KvStore;
+
+namespace {
+
+// Sends raw bytes on a new connection and returns everything read until the server closes.
+std::string Exchange(int port, const std::string& request, bool half_close = false) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&sin), sizeof(sin)) == 0);
+  size_t sent = 0;
+  while (sent < request.size()) {
+    ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  if (half_close) shutdown(fd, SHUT_WR);
+  std::string response;
+  char buf[65536];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) response.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return response;
+}
+
+// Horovod's C++ client (HTTPRequest): Host without port, Content-Length always.
+std::string CppClient(const std::string& method, const std::string& path, const std::string& body = "") {
+  return method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+int Status(const std::string& response) { return std::stoi(response.substr(9, 3)); }
+
+std::string Body(const std::string& response) { return response.substr(response.find("\r\n\r\n") + 4); }
+
+struct Server {
+  explicit Server(HttpLimits limits = {}) : handler(&store), server(&io, &handler, limits) {
+    store.Init({{"a", 0, 2, 0, 2, 0, 1}, {"a", 1, 2, 1, 2, 0, 1}});
+    std::string err;
+    REQUIRE(server.Listen("127.0.0.1", 0, &err));
+    thread = std::thread([this] { io.run(); });
+  }
+  ~Server() {
+    asio::post(io, [this] { server.Stop(); });
+    work.reset();
+    thread.join();
+  }
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  KvStore store;
+  KvHandler handler;
+  HttpServer server;
+  std::thread thread;
+};
+
+}  // namespace
+
+TEST_CASE("GET of a missing key is an immediate 404 with Content-Length 0") {
+  Server s;
+  std::string r = Exchange(s.server.port(), CppClient("GET", "/global/0"));
+  CHECK(Status(r) == 404);
+  CHECK(r.find("\r\nContent-Length: 0\r\n") != std::string::npos);
+}
+
+TEST_CASE("PUT then GET returns the exact bytes with an exact Content-Length") {
+  Server s;
+  std::string blob("addr\x00\x01\xfe\xff\r\n\r\nend", 15);
+  CHECK(Status(Exchange(s.server.port(), CppClient("PUT", "/global/0", blob))) == 200);
+  std::string r = Exchange(s.server.port(), CppClient("GET", "/global/0"));
+  CHECK(Status(r) == 200);
+  CHECK(r.find("\r\nContent-Length: 15\r\n") != std::string::npos);  // spelled exactly so
+  CHECK(Body(r) == blob);
+}
+
+TEST_CASE("an empty PUT stores an empty value") {
+  Server s;
+  CHECK(Status(Exchange(s.server.port(), CppClient("PUT", "/local_a/rank_0", ""))) == 200);
+  std::string r = Exchange(s.server.port(), CppClient("GET", "/local_a/rank_0"));
+  CHECK(Status(r) == 200);
+  CHECK(Body(r).empty());
+}
+
+TEST_CASE("Python urllib's PUT with extra headers works too") {
+  Server s;
+  std::string req =
+      "PUT /worker_addresses/hostA:0 HTTP/1.1\r\nAccept-Encoding: identity\r\n"
+      "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 4\r\n"
+      "Host: 127.0.0.1:41461\r\nUser-Agent: Python-urllib/3.11\r\nConnection: close\r\n\r\nabcd";
+  CHECK(Status(Exchange(s.server.port(), req)) == 200);
+  CHECK(Body(Exchange(s.server.port(), CppClient("GET", "/worker_addresses/hostA:0"))) == "abcd");
+}
+
+TEST_CASE("DELETE answers 200 and clears a planned scope once all members finished") {
+  Server s;
+  Exchange(s.server.port(), CppClient("PUT", "/global/0", "x"));
+  CHECK(Status(Exchange(s.server.port(), CppClient("DELETE", "/global/0"))) == 200);
+  CHECK(Status(Exchange(s.server.port(), CppClient("GET", "/global/0"))) == 200);
+  CHECK(Status(Exchange(s.server.port(), CppClient("DELETE", "/global/1"))) == 200);
+  CHECK(Status(Exchange(s.server.port(), CppClient("GET", "/global/0"))) == 404);
+}
+
+TEST_CASE("malformed requests are answered, never dropped (fixes spec 9.20)") {
+  Server s({.max_header_bytes = 4096, .max_body_bytes = 1024});
+  struct Case {
+    std::string request;
+    int status;
+  } cases[] = {
+      {CppClient("GET", "/a/b/c"), 400},
+      {CppClient("GET", "/onlyscope"), 400},
+      {CppClient("GET", "noslash/x"), 400},
+      {CppClient("POST", "/global/0", "x"), 405},
+      {CppClient("HEAD", "/global/0"), 405},
+      {"PUT /global/0 HTTP/1.1\r\nHost: x\r\n\r\n", 411},
+      {CppClient("PUT", "/global/0", std::string(2000, 'x')), 413},
+      {"GET /global/0 HTTP/1.1\r\nHost: x\r\nX: " + std::string(8000, 'h') + "\r\n\r\n", 413},
+      {"THIS IS NOT HTTP\r\n\r\n", 400},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.request.substr(0, 40));
+    std::string r = Exchange(s.server.port(), c.request, true);
+    REQUIRE(r.size() >= 12);
+    CHECK(Status(r) == c.status);
+  }
+  // And the server still works.
+  CHECK(Status(Exchange(s.server.port(), CppClient("GET", "/global/0"))) == 404);
+}
+
+TEST_CASE("a connection that closes without a request does no harm") {
+  Server s;
+  CHECK(Exchange(s.server.port(), "", true).empty());
+  CHECK(Exchange(s.server.port(), "GET /glo", true).size() >= 0);
+  CHECK(Status(Exchange(s.server.port(), CppClient("GET", "/global/0"))) == 404);
+}
