@@ -315,7 +315,7 @@ void FlagTable::AddGeneral(JobConfig* c) {
       ->type_name("NIC")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   Text("--output-filename", &c->output_filename,
-       "Writes each rank's stdout and stderr to DIR/rank.<rank>/<stdout|stderr>.")
+       "Also writes each rank's raw stdout and stderr to DIR/rank.<rank>/<stdout|stderr>.")
       ->type_name("DIR");
   Switch("--verbose", "Prints extra messages, such as each worker's command line.",
          [c] { c->verbose = true; });

@@ -30,7 +30,7 @@ bool Assign(const std::vector<HostSlotCount>& hosts, int min_np, std::optional<i
     int available = 0;
     for (const HostSlotCount& h : hosts) available += h.slots;
     *err = "requested " + std::to_string(min_np) + " processes but the hosts provide only " +
-           std::to_string(available) + " slots";
+           std::to_string(available) + (available == 1 ? " slot" : " slots");
     return false;
   }
   for (SlotInfo& slot : out) {

@@ -12,19 +12,21 @@ PER_RANK=$((SIZE / 66))
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-emit=scripts/bench/emit_lines.py
 m=scripts/bench/measure.py
+emit=$out/emit_lines
+cc -O2 -o "$emit" scripts/bench/emit_lines.c
 
 # Floor: each rank writes to its own file; the launcher only waits.
 start=$(date +%s.%N)
-for r in 0 1 2 3 4 5 6 7; do HOROVOD_RANK=$r $PY $emit $SIZE > "$out/direct.$r" & done; wait
+for r in 0 1 2 3 4 5 6 7; do HOROVOD_RANK=$r $emit $SIZE > "$out/direct.$r" & done; wait
 end=$(date +%s.%N)
 direct=$(python3 -c "print(f'{$end - $start:.4f}')")
 echo "direct to files: ${direct} s"
 
-$PY $m etrun "$out/etrun.txt" 8 $PER_RANK '\[\d\]<stdout>:' -- "$ETRUN" -np 8 $PY $emit $SIZE | tee "$out/etrun.res"
+$PY $m etrun "$out/etrun.txt" 8 $PER_RANK '\[\d\]<stdout>:' -- "$ETRUN" -np 8 $emit $SIZE | tee "$out/etrun.res"
 $PY $m mpirun "$out/mpirun.txt" 8 $PER_RANK '\[1,\d\]<stdout>:' -- \
-  mpirun --oversubscribe --tag-output -np 8 $PY $emit $SIZE | tee "$out/mpirun.res"
+  mpirun --oversubscribe --tag-output -np 8 $emit $SIZE | tee "$out/mpirun.res" || true
+# (mpirun is only timed: it has been seen here to split and glue lines, which its check reports.)
 python3 - "$out" <<'PY'
 import sys
 d = sys.argv[1]

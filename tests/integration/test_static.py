@@ -41,7 +41,9 @@ def test_worker_environment_for_two_local_host_names():
         assert (e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"]) == (str(lr), str(ls))
         assert e["GROUP_RANK"] == str(group)
         assert e["MASTER_ADDR"] == "127.0.0.1" and 0 < int(e["MASTER_PORT"]) < 65536
-        assert e["HOROVOD_ELASTIC"] is None
+        assert "HOROVOD_ELASTIC" not in e
+        assert e["HOROVOD_GLOO_RENDEZVOUS_ADDR"] == "127.0.0.1"
+        assert 0 < int(e["HOROVOD_GLOO_RENDEZVOUS_PORT"]) < 65536
         assert e["cwd"] == os.getcwd()
         assert e["argv"] == ["a b", "$HOME", "*"]  # argv as given: no shell re-parsing
     assert len({e["MASTER_PORT"] for e in env.values()}) == 1
@@ -186,7 +188,7 @@ def test_static_mode_starts_exactly_np_ranks_filling_hosts_in_order():
 
 @pytest.mark.parametrize("args, code, message", [
     (["-np", "2", "-H", "localhost:1", "/bin/true"], 2,
-     "etrun: error: requested 2 processes but the hosts provide only 1 slots (localhost:1): add hosts or slots, or lower -np"),
+     "etrun: error: requested 2 processes but the hosts provide only 1 slot (localhost:1): add hosts or slots, or lower -np"),
     (["-np", "1", "-H", "gpu-node-7:1", "/bin/true"], 2,
      "etrun: error: host 'gpu-node-7' is not this machine, and remote hosts over SSH are not supported yet"),
     (["-np", "1", "-H", "localhost", "/bin/true"], 2, "etrun: error: invalid host 'localhost'"),
