@@ -231,3 +231,19 @@ def test_torch_distributed_allreduce_over_env_init():
     lines = rank_lines(r.stdout.decode())
     assert lines[0] == ["rank 0/2 on localhost: allreduce sum = 3 (expected 3)"]
     assert lines[1] == ["rank 1/2 on localhost: allreduce sum = 3 (expected 3)"]
+
+
+def test_a_one_megabyte_line_arrives_whole():
+    r = run_etrun(["-np", "2", PYTHON, "-c", "import sys; sys.stdout.write('y' * (1 << 20) + '\\n')"])
+    assert r.returncode == 0, r.stderr
+    for rank in (0, 1):
+        assert b"[%d]<stdout>:" % rank + b"y" * (1 << 20) + b"\n" in r.stdout
+    assert len(r.stdout) == 2 * (len(b"[0]<stdout>:") + (1 << 20) + 1)
+
+
+def test_verbose_prints_each_rank_command_line_on_stderr():
+    r = run_etrun(["-np", "1", "--verbose", "/bin/echo", "a b"])
+    assert r.returncode == 0
+    assert r.stdout == b"[0]<stdout>:a b\n"
+    err = r.stderr.decode()
+    assert re.search(r"^etrun: debug: rank 0 on localhost: HOROVOD_HOSTNAME=localhost HOROVOD_RANK=0 .* /bin/echo 'a b'$", err, re.M), err
