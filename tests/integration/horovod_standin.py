@@ -1,0 +1,130 @@
+"""A stand-in for a Horovod Gloo worker's hvd.init(), written from the spec (stdlib only).
+
+It speaks to etrun's rendezvous server exactly as Horovod's C++ HTTP client does (spec 4.5: one
+new TCP connection per request, `Host` without port, `Content-Length` always, status = second
+token, body length from a header spelled exactly `Content-Length`) and performs the six scope
+rendezvous of spec 4.6 with the rank variables etrun gave it. Each scope's "Gloo pair addresses"
+are real listening sockets, and the barrier after the exchange is a real TCP full mesh, as in
+Gloo's connectFullMesh. Values carry binary noise that must come back byte for byte.
+
+Prints "rendezvous ok rank <r>" and exits 0 on success; raises (exit 1) on any deviation.
+"""
+import hashlib
+import os
+import socket
+import struct
+import sys
+import time
+
+ADDR = os.environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"]
+PORT = int(os.environ["HOROVOD_GLOO_RENDEZVOUS_PORT"])
+NOISE = bytes(range(256)) + b"\r\n\r\n\x00\x00HTTP/1.1 200 OK\r\n"
+
+
+def http(method, path, body=b"", raw=None):
+    """One request on a new connection; returns (status, body)."""
+    s = socket.create_connection((ADDR, PORT), timeout=30)
+    try:
+        if raw is None:
+            raw = (f"{method} {path} HTTP/1.1\r\nHost: {ADDR}\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        s.sendall(raw)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        s.close()
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = int(lines[0].split(b" ")[1])
+    lengths = [l for l in lines[1:] if l.startswith(b"Content-Length: ")]
+    assert len(lengths) == 1, f"no exact Content-Length header in {head!r}"
+    n = int(lengths[0].split(b": ")[1])
+    assert len(rest) == n, f"body {len(rest)} bytes, Content-Length {n}"
+    return status, rest
+
+
+def pack_address(port, rank, peer):
+    # A fake Gloo pair address: the listening port plus binary noise tagged by (rank, peer).
+    return struct.pack("<HII", port, rank, peer) + NOISE
+
+
+def scope_rendezvous(scope, rank, size):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(size)
+    port = listener.getsockname()[1]
+    assert http("PUT", f"/{scope}/rank_{rank}", socket.gethostname().encode())[0] == 200
+    for i in range(rank):
+        status, _ = http("GET", f"/{scope}/rank_{i}")
+        assert status in (200, 404), status
+    blob = b"".join(pack_address(port, rank, peer) for peer in range(size) if peer != rank)
+    assert http("PUT", f"/{scope}/{rank}", blob)[0] == 200
+    peer_ports = {}
+    deadline = time.monotonic() + 30
+    for i in range(size):
+        if i == rank:
+            continue
+        while http("GET", f"/{scope}/{i}")[0] != 200:  # a missing key is an immediate 404
+            assert time.monotonic() < deadline, f"{scope}/{i} never appeared"
+            time.sleep(0.01)
+        status, value = http("GET", f"/{scope}/{i}")
+        assert status == 200
+        want = b"".join(pack_address(struct.unpack("<H", value[:2])[0], i, p)
+                        for p in range(size) if p != i)
+        assert value == want, f"{scope}/{i}: value changed in transit"
+        peer_ports[i] = struct.unpack("<H", value[:2])[0]
+    # Barrier over the mesh: tell every peer we are here, hear from every peer.
+    for i, p in peer_ports.items():
+        with socket.create_connection(("127.0.0.1", p), timeout=30) as c:
+            c.sendall(struct.pack("<I", rank))
+    heard = set()
+    listener.settimeout(30)
+    while len(heard) < size - 1:
+        c, _ = listener.accept()
+        with c:
+            heard.add(struct.unpack("<I", c.recv(4))[0])
+    listener.close()
+    assert heard == set(peer_ports), (heard, peer_ports)
+    assert http("DELETE", f"/{scope}/{rank}")[0] == 200
+
+
+def main():
+    env = {k: int(os.environ["HOROVOD_" + k]) for k in
+           ("RANK", "SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE")}
+    host = os.environ["HOROVOD_HOSTNAME"]
+    lr = env["LOCAL_RANK"]
+    set_hash = hashlib.sha1(",".join(map(str, range(env["SIZE"]))).encode() + b",").hexdigest()[:16]
+    scopes = [
+        ("global", env["RANK"], env["SIZE"]),
+        (f"local_{host}", lr, env["LOCAL_SIZE"]),
+        (f"cross_{lr}", env["CROSS_RANK"], env["CROSS_SIZE"]),
+        (f"global_process_set_hash_{set_hash}", env["RANK"], env["SIZE"]),
+        (f"local_{host}_process_set_hash_{set_hash}", lr, env["LOCAL_SIZE"]),
+        (f"cross_{lr}_process_set_hash_{set_hash}", env["CROSS_RANK"], env["CROSS_SIZE"]),
+    ]
+    if env["RANK"] == 0:
+        # Malformed requests are answered and do no harm.
+        assert http("GET", "/a/b/c")[0] == 400
+        assert http(None, None, raw=b"PUT /global/x HTTP/1.1\r\nHost: x\r\n\r\n")[0] == 411
+        assert http(None, None, raw=b"NONSENSE\r\n\r\n")[0] == 400
+        assert http("POST", "/global/x", b"1")[0] == 405
+    for scope, r, n in scopes:
+        scope_rendezvous(scope, r, n)
+    # Everyone has sent every DELETE once this ad-hoc rendezvous completes.
+    scope_rendezvous("final_check", env["RANK"], env["SIZE"])
+    if env["RANK"] == 0:
+        for scope, _, _ in scopes[:3]:  # planned scopes: cleared whole once all members finished
+            assert http("GET", f"/{scope}/0")[0] == 404, scope
+            assert http("GET", f"/{scope}/rank_0")[0] == 404, scope
+        for scope, _, _ in scopes[3:]:  # ad-hoc scopes: deleted key by key
+            assert http("GET", f"/{scope}/0")[0] == 404, scope
+            assert http("GET", f"/{scope}/rank_0")[0] == 200, scope
+    print(f"rendezvous ok rank {env['RANK']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
