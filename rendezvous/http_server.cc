@@ -47,6 +47,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     request.method = std::string(req.method_string());
     request.target = std::string(req.target());
     request.body = std::move(req.body());
+    keep_alive_ = req.keep_alive();
     if (server_alive_.expired()) return Reply({503, ""});
     std::weak_ptr<Connection> weak = shared_from_this();
     handler_->Handle(std::move(request), [weak](HttpResponse response) {
@@ -56,17 +57,26 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     self_ = shared_from_this();
   }
 
+  // Answers the current request. A client that asked for keep-alive (HTTP/1.1 without
+  // "Connection: close", as wrk or Horovod's C++ client) may send another request; everything
+  // else (errors included) closes after the response.
   void Reply(HttpResponse response) {
     if (replied_) return;
     replied_ = true;
+    bool keep = keep_alive_ && response.status < 400;
     response_.emplace(static_cast<http::status>(response.status), 11);
-    response_->set(http::field::connection, "close");
+    response_->keep_alive(keep);
     response_->body() = std::move(response.body);
     response_->prepare_payload();  // Content-Length, always, even when 0
     stream_.expires_after(limits_.read_timeout);
-    http::async_write(stream_, *response_, [self = shared_from_this()](beast::error_code, size_t) {
-      self->Close();
-    });
+    http::async_write(stream_, *response_,
+                      [self = shared_from_this(), keep](beast::error_code ec, size_t) {
+                        if (ec || !keep) return self->Close();
+                        self->self_.reset();
+                        self->replied_ = false;
+                        self->keep_alive_ = false;
+                        self->Start();
+                      });
   }
 
   void Close() {
@@ -85,6 +95,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   std::weak_ptr<bool> server_alive_;
   std::shared_ptr<Connection> self_;
   bool replied_ = false;
+  bool keep_alive_ = false;
 };
 
 HttpServer::HttpServer(asio::io_context* io, HttpHandler* handler, HttpLimits limits)

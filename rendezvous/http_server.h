@@ -1,6 +1,7 @@
 // HttpServer: a small HTTP/1.1 server on the driver's io_context, built on Boost.Beast, that
-// fronts the rendezvous store. One request per connection (the connection closes after the
-// response, as Horovod's HTTP/1.0 server does); every response carries `Content-Length` spelled
+// fronts the rendezvous store. A connection closes after its response unless the client asked
+// for keep-alive (Horovod's own server closes always; its clients cope with both); every
+// response carries `Content-Length` spelled
 // exactly so (Horovod's C++ client needs it, spec §4.5). Hardened where Horovod's server is
 // fragile (§9.10, §9.12, §9.20): bounded header and body sizes, a read timeout, and every
 // malformed request answered (400, 405, 411, 413) rather than dropped; a client that stalls

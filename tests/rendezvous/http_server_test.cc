@@ -154,3 +154,28 @@ TEST_CASE("a connection that closes without a request does no harm") {
   CHECK(Exchange(s.server.port(), "GET /glo", true).size() >= 0);
   CHECK(Status(Exchange(s.server.port(), CppClient("GET", "/global/0"))) == 404);
 }
+
+TEST_CASE("a keep-alive client may send several requests on one connection") {
+  // Given HTTP/1.1 without "Connection: close", the server answers both pipelined requests and
+  // closes only when the client asks.
+  Server s;
+  std::string two = CppClient("PUT", "/global/0", "v") + CppClient("GET", "/global/0") +
+                    "GET /global/0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  std::string r = Exchange(s.server.port(), two);
+  size_t first = r.find("HTTP/1.1 200");
+  size_t second = r.find("HTTP/1.1 200", first + 1);
+  size_t third = r.find("HTTP/1.1 200", second + 1);
+  CHECK(first == 0);
+  CHECK(second != std::string::npos);
+  CHECK(third != std::string::npos);
+  CHECK(r.substr(r.size() - 1) == "v");
+}
+
+TEST_CASE("Horovod's Python client (Connection: close) gets one answer and a closed socket") {
+  Server s;
+  std::string r = Exchange(s.server.port(),
+                           "GET /global/9 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" +
+                               CppClient("GET", "/global/9"));
+  CHECK(Status(r) == 404);
+  CHECK(r.find("HTTP/1.1", 5) == std::string::npos);  // the second request was not served
+}
