@@ -1,5 +1,7 @@
 #include "rendezvous/http_server.h"
 
+#include "rendezvous/http_request.h"
+
 #include <optional>
 
 #include <boost/asio/ip/address_v4.hpp>
@@ -30,24 +32,15 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   void OnRead(beast::error_code ec) {
-    if (ec == beast::error::timeout) return Close();  // tcp_stream already closed the socket
-    if (ec == http::error::body_limit || ec == http::error::header_limit) return Reply({413, ""});
-    if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-        ec == asio::error::connection_reset) {
-      return Close();  // nothing (complete) was sent
+    if (ec) {
+      int status = StatusForReadError(ec);
+      return status == 0 ? Close() : Reply({status, ""});
     }
-    if (ec) return Reply({400, ""});
     stream_.expires_never();  // a held rank_and_size may wait for minutes
-    auto& req = parser_->get();
-    if (req.method() == http::verb::put && req.find(http::field::content_length) == req.end() &&
-        !req.chunked()) {
-      return Reply({411, ""});
-    }
     HttpRequest request;
-    request.method = std::string(req.method_string());
-    request.target = std::string(req.target());
-    request.body = std::move(req.body());
-    keep_alive_ = req.keep_alive();
+    if (int status = AcceptRequest(parser_->release(), &request, &keep_alive_); status != 0) {
+      return Reply({status, ""});
+    }
     if (server_alive_.expired()) return Reply({503, ""});
     std::weak_ptr<Connection> weak = shared_from_this();
     handler_->Handle(std::move(request), [weak](HttpResponse response) {

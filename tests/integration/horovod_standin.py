@@ -29,21 +29,25 @@ def http(method, path, body=b"", raw=None):
             raw = (f"{method} {path} HTTP/1.1\r\nHost: {ADDR}\r\n"
                    f"Content-Length: {len(body)}\r\n\r\n").encode() + body
         s.sendall(raw)
+        # Read by Content-Length, then close: the server may keep the connection open.
         data = b""
-        while True:
+        while b"\r\n\r\n" not in data:
             chunk = s.recv(65536)
-            if not chunk:
-                break
+            assert chunk, "connection closed before the response headers"
             data += chunk
+        head, _, rest = data.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        status = int(lines[0].split(b" ")[1])
+        lengths = [l for l in lines[1:] if l.startswith(b"Content-Length: ")]
+        assert len(lengths) == 1, f"no exact Content-Length header in {head!r}"
+        n = int(lengths[0].split(b": ")[1])
+        while len(rest) < n:
+            chunk = s.recv(65536)
+            assert chunk, "connection closed before the body ended"
+            rest += chunk
+        assert len(rest) == n, f"body {len(rest)} bytes, Content-Length {n}"
     finally:
         s.close()
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    status = int(lines[0].split(b" ")[1])
-    lengths = [l for l in lines[1:] if l.startswith(b"Content-Length: ")]
-    assert len(lengths) == 1, f"no exact Content-Length header in {head!r}"
-    n = int(lengths[0].split(b": ")[1])
-    assert len(rest) == n, f"body {len(rest)} bytes, Content-Length {n}"
     return status, rest
 
 

@@ -23,8 +23,9 @@ using etrun::rendezvous::KvStore;
 
 namespace {
 
-// Sends raw bytes on a new connection and returns everything read until the server closes.
-std::string Exchange(int port, const std::string& request, bool half_close = false) {
+// Sends raw bytes on a new connection and reads responses as Horovod's C++ client does: by
+// Content-Length. Returns once `responses` complete responses arrived or the server closed.
+std::string Exchange(int port, const std::string& request, bool half_close = false, int responses = 1) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in sin{};
   sin.sin_family = AF_INET;
@@ -38,10 +39,24 @@ std::string Exchange(int port, const std::string& request, bool half_close = fal
     sent += static_cast<size_t>(n);
   }
   if (half_close) shutdown(fd, SHUT_WR);
+  auto complete = [responses](const std::string& r) {
+    size_t pos = 0;
+    for (int i = 0; i < responses; ++i) {
+      size_t end = r.find("\r\n\r\n", pos);
+      if (end == std::string::npos) return false;
+      size_t cl = r.find("Content-Length: ", pos);
+      if (cl == std::string::npos || cl > end) return false;
+      pos = end + 4 + std::stoul(r.substr(cl + 16));
+      if (r.size() < pos) return false;
+    }
+    return true;
+  };
   std::string response;
   char buf[65536];
   ssize_t n;
-  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) response.append(buf, static_cast<size_t>(n));
+  while (!complete(response) && (n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+    response.append(buf, static_cast<size_t>(n));
+  }
   close(fd);
   return response;
 }
@@ -161,7 +176,7 @@ TEST_CASE("a keep-alive client may send several requests on one connection") {
   Server s;
   std::string two = CppClient("PUT", "/global/0", "v") + CppClient("GET", "/global/0") +
                     "GET /global/0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  std::string r = Exchange(s.server.port(), two);
+  std::string r = Exchange(s.server.port(), two, false, 3);
   size_t first = r.find("HTTP/1.1 200");
   size_t second = r.find("HTTP/1.1 200", first + 1);
   size_t third = r.find("HTTP/1.1 200", second + 1);
@@ -175,7 +190,7 @@ TEST_CASE("Horovod's Python client (Connection: close) gets one answer and a clo
   Server s;
   std::string r = Exchange(s.server.port(),
                            "GET /global/9 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" +
-                               CppClient("GET", "/global/9"));
+                               CppClient("GET", "/global/9"), false, 2);
   CHECK(Status(r) == 404);
   CHECK(r.find("HTTP/1.1", 5) == std::string::npos);  // the second request was not served
 }
