@@ -1,7 +1,7 @@
 # Debian packages etrun needs to build, test, benchmark and run its examples. Sourced by
 # scripts/setup.sh and scripts/test.sh; `ensure_packages` installs only what is missing.
 ETRUN_PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config clang libclang-rt-14-dev
   libcli11-dev libboost-dev libboost-filesystem-dev libboost-system-dev
   libssh2-1-dev libssl-dev libopenmpi-dev openmpi-bin
   libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev
