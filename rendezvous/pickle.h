@@ -43,15 +43,16 @@ inline constexpr size_t kMaxPickleBytes = 1 << 20;        // whole pickle
 inline constexpr size_t kMaxPickleStringBytes = 1 << 16;  // one str or bytes value
 inline constexpr size_t kMaxPickleStackDepth = 1 << 16;   // values on the stack at once
 inline constexpr size_t kMaxPickleMarkDepth = 32;         // nested MARKs
-inline constexpr size_t kMaxPickleMemoEntries = 1 << 16;
-inline constexpr size_t kMaxPickleValues = 1 << 18;     // values created while reading
-inline constexpr size_t kMaxWorkerAddresses = 1 << 16;  // (ip, port) pairs in one dict
-inline constexpr size_t kMaxWorkerIpBytes = 64;         // one ip str in that dict
-inline constexpr size_t kWorkerKeyBytes = 32;           // secret.make_secret_key()
+inline constexpr size_t kMaxPickleMemoEntries = 1 << 16;  // distinct memo indices
+inline constexpr size_t kMaxPickleValues = 1 << 18;       // values created while reading
+inline constexpr size_t kMaxWorkerAddresses = 1 << 16;    // (ip, port) pairs in one dict
+inline constexpr size_t kMaxWorkerIpBytes = 64;           // one ip str in that dict
+inline constexpr size_t kWorkerKeyBytes = 32;             // secret.make_secret_key()
 
-// ---- Writer: protocol 4, byte-identical to CPython 3.8+ `pickle.dumps(obj, protocol=4)` with
-// Horovod's classes (and to protocol 5 output except byte 1). The HostUpdateResult is written in
-// value form, REDUCE(HostUpdateResult, (int,)), which every Python 3 version loads.
+// ---- Writer: protocol 4, byte-identical to CPython's `pickle.dumps(obj, protocol=4)` (C pickler
+// of 3.8+; checked against 3.11) with Horovod's classes (and to protocol 5 output except byte 1).
+// The HostUpdateResult is written in value form, REDUCE(HostUpdateResult, (int,)), which every
+// Python 3 version loads.
 
 // PingRequest().
 std::string EncodePingRequest();

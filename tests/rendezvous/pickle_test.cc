@@ -746,6 +746,16 @@ TEST_CASE("nesting, lengths and sizes past the limits are refused without readin
       {"a LONG_BINGET of an unset entry", kP4 + Unhex("6affffffff2e"), AsPingRequest,
        "memo entry 4294967295 is not set"},
       {"a deep stack", kP4 + std::string(70000, 'N'), AsPingRequest, "stack deeper than 65536"},
+      {"65537 memo entries", kP4 + Unhex("4e") + std::string(65537, '\x94'), AsPingRequest,
+       "more than 65536 memo entries"},
+      {"262145 values",
+       kP4 + Unhex("5d") +
+           [] {
+             std::string appends;
+             for (int i = 0; i < 262144; ++i) appends += Unhex("4e61");
+             return appends;
+           }(),
+       AsPingRequest, "more than 262144 values"},
   });
 }
 

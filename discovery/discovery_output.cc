@@ -1,0 +1,76 @@
+#include "discovery/discovery_output.h"
+
+#include <charconv>
+#include <map>
+
+namespace etrun::discovery {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  const char* ws = " \t\r\n\v\f";
+  size_t b = s.find_first_not_of(ws);
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+bool ValidName(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ParseDiscoveryOutput(std::string_view output, int default_slots,
+                          std::vector<HostSlots>* hosts, std::vector<std::string>* warnings,
+                          std::string* err) {
+  std::vector<HostSlots> parsed;
+  std::map<std::string, size_t, std::less<>> index;
+  int line_no = 0;
+  size_t pos = 0;
+  while (pos < output.size()) {
+    size_t nl = output.find('\n', pos);
+    std::string_view raw = output.substr(pos, nl == std::string_view::npos ? output.npos : nl - pos);
+    pos = nl == std::string_view::npos ? output.size() : nl + 1;
+    ++line_no;
+    std::string_view line = Trim(raw);
+    if (line.empty()) continue;
+    std::string where = "line " + std::to_string(line_no) + ": ";
+    std::string_view name = line;
+    int slots = default_slots;
+    size_t colon = line.find(':');
+    if (colon != std::string_view::npos) {
+      name = Trim(line.substr(0, colon));
+      std::string_view count = Trim(line.substr(colon + 1));
+      auto [ptr, ec] = std::from_chars(count.data(), count.data() + count.size(), slots);
+      if (count.empty() || ec != std::errc() || ptr != count.data() + count.size() || slots < 0) {
+        *err = where + "expected host or host:slots with a whole number of slots, got \"" +
+               std::string(line) + "\"";
+        return false;
+      }
+    }
+    if (!ValidName(name)) {
+      *err = where + "expected host or host:slots (letters, digits, '.', '_', '-'), got \"" +
+             std::string(line) + "\"";
+      return false;
+    }
+    auto [it, inserted] = index.try_emplace(std::string(name), parsed.size());
+    if (inserted) {
+      parsed.push_back({std::string(name), slots});
+    } else if (parsed[it->second].slots != slots) {
+      warnings->push_back(where + "host " + std::string(name) + " listed again with " +
+                          std::to_string(slots) + " slots (was " +
+                          std::to_string(parsed[it->second].slots) + "): using " +
+                          std::to_string(slots));
+      parsed[it->second].slots = slots;
+    }
+  }
+  *hosts = std::move(parsed);
+  return true;
+}
+
+}  // namespace etrun::discovery

@@ -1,0 +1,25 @@
+// Parsing a host discovery script's stdout (spec §2.4), fixed where horovodrun breaks (§9.2):
+// each line is trimmed (so CRLF output works), blank lines are skipped, output order is kept,
+// `host` without `:slots` gets the default slot count, and a host listed twice keeps its last
+// count with a warning instead of a random winner. Pure; thread-compatible.
+#ifndef ETRUN_DISCOVERY_DISCOVERY_OUTPUT_H_
+#define ETRUN_DISCOVERY_DISCOVERY_OUTPUT_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "discovery/host_slots.h"
+
+namespace etrun::discovery {
+
+// Parses `output`. `default_slots` is --slots-per-host (or 1). Empty output is legal: no hosts
+// yet. On success fills *hosts (in first-appearance order) and appends a message per duplicate to
+// *warnings. On a bad line returns false, sets *err ("line 3: ..."), leaves *hosts unchanged.
+bool ParseDiscoveryOutput(std::string_view output, int default_slots,
+                          std::vector<HostSlots>* hosts, std::vector<std::string>* warnings,
+                          std::string* err);
+
+}  // namespace etrun::discovery
+
+#endif  // ETRUN_DISCOVERY_DISCOVERY_OUTPUT_H_

@@ -1,0 +1,66 @@
+#include "discovery/discovery_output.h"
+
+#include <doctest/doctest.h>
+
+using etrun::discovery::HostSlots;
+using etrun::discovery::ParseDiscoveryOutput;
+
+TEST_CASE("discovery output keeps order, trims lines and fills missing slots (fixes spec 9.2)") {
+  struct Case {
+    const char* output;
+    int default_slots;
+    std::vector<HostSlots> want;
+  } cases[] = {
+      {"b:2\na:1\n", 1, {{"b", 2}, {"a", 1}}},              // output order, not a set's
+      {"  b:2  \r\n\ta:1\r\n", 1, {{"b", 2}, {"a", 1}}},    // CRLF and indentation
+      {"host-1\nhost-2:3\n", 4, {{"host-1", 4}, {"host-2", 3}}},  // --slots-per-host
+      {"host-1\n", 1, {{"host-1", 1}}},                     // default of 1, not a crash
+      {"", 1, {}},                                          // nothing available yet
+      {"\n\n  \n", 1, {}},
+      {"a : 2\n", 1, {{"a", 2}}},
+      {"10.0.0.5:8\n", 1, {{"10.0.0.5", 8}}},
+      {"a:0\n", 1, {{"a", 0}}},
+      {"a:1", 1, {{"a", 1}}},                               // no final newline
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.output);
+    std::vector<HostSlots> hosts;
+    std::vector<std::string> warnings;
+    std::string err;
+    REQUIRE(ParseDiscoveryOutput(c.output, c.default_slots, &hosts, &warnings, &err));
+    CHECK(hosts == c.want);
+    CHECK(warnings.empty());
+  }
+}
+
+TEST_CASE("a host listed twice keeps its last slot count, with a warning") {
+  std::vector<HostSlots> hosts;
+  std::vector<std::string> warnings;
+  std::string err;
+  REQUIRE(ParseDiscoveryOutput("a:2\nb:1\na:4\na:4\n", 1, &hosts, &warnings, &err));
+  CHECK(hosts == std::vector<HostSlots>{{"a", 4}, {"b", 1}});
+  CHECK(warnings == std::vector<std::string>{"line 3: host a listed again with 4 slots (was 2): using 4"});
+}
+
+TEST_CASE("bad discovery lines are errors that name the line") {
+  struct Case {
+    const char* output;
+    const char* err;
+  } cases[] = {
+      {"a:1\nb:x\n", "line 2: expected host or host:slots with a whole number of slots, got \"b:x\""},
+      {"a:1:2\n", "line 1: expected host or host:slots with a whole number of slots, got \"a:1:2\""},
+      {"a:-1\n", "line 1: expected host or host:slots with a whole number of slots, got \"a:-1\""},
+      {"a:\n", "line 1: expected host or host:slots with a whole number of slots, got \"a:\""},
+      {"\nnode one:2\n", "line 2: expected host or host:slots (letters, digits, '.', '_', '-'), got \"node one:2\""},
+      {":2\n", "line 1: expected host or host:slots (letters, digits, '.', '_', '-'), got \":2\""},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.output);
+    std::vector<HostSlots> hosts = {{"keep", 1}};
+    std::vector<std::string> warnings;
+    std::string err;
+    CHECK_FALSE(ParseDiscoveryOutput(c.output, 1, &hosts, &warnings, &err));
+    CHECK(err == c.err);
+    CHECK(hosts == std::vector<HostSlots>{{"keep", 1}});
+  }
+}
