@@ -1,0 +1,356 @@
+#include "launcher/elastic_driver.h"
+
+#include <spdlog/spdlog.h>
+
+#include "discovery/discovery_output.h"
+
+namespace etrun::launcher {
+
+namespace {
+
+std::string Seconds(std::chrono::milliseconds d) {
+  return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0);
+}
+
+std::string TailLines(const std::string& text, size_t max_lines) {
+  std::string out = text;
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  size_t pos = out.size();
+  for (size_t i = 0; i < max_lines && pos != std::string::npos && pos > 0; ++i) {
+    pos = out.rfind('\n', pos - 1);
+  }
+  if (pos != std::string::npos && pos > 0) out = out.substr(pos + 1);
+  for (char& c : out) {
+    if (c == '\n') c = ' ';
+  }
+  return out;
+}
+
+}  // namespace
+
+ElasticDriver::ElasticDriver(ElasticOptions options, discovery::HostManager* hosts,
+                             WorkerControl* workers, CoordinatorNotifier* notifier,
+                             rendezvous::KvStore* store, TimePoint start)
+    : options_(options),
+      hosts_(hosts),
+      workers_(workers),
+      notifier_(notifier),
+      store_(store),
+      now_(start),
+      wait_deadline_(start + options.elastic_timeout) {}
+
+std::string ElasticDriver::Describe(const SlotKey& key) const {
+  return key.first + "[" + std::to_string(key.second) + "]";
+}
+
+std::optional<rendezvous::SlotInfo> ElasticDriver::SlotOf(const SlotKey& key) const {
+  for (const rendezvous::SlotInfo& s : assignment_) {
+    if (s.hostname == key.first && s.local_rank == key.second) return s;
+  }
+  return std::nullopt;
+}
+
+bool ElasticDriver::ComputeAssignment(std::vector<rendezvous::SlotInfo>* plan, std::string* err) const {
+  std::vector<rendezvous::HostSlotCount> counts;
+  for (const discovery::HostSlots& h : hosts_->Available()) counts.push_back({h.name, h.slots});
+  return rendezvous::Assign(counts, options_.min_np, options_.max_np, plan, err);
+}
+
+void ElasticDriver::OnDiscovery(const discovery::ScriptResult& result, TimePoint now) {
+  now_ = now;
+  if (phase_ == Phase::kStopping || phase_ == Phase::kDone) return;
+  std::vector<discovery::HostSlots> parsed;
+  std::vector<std::string> warnings;
+  std::string err;
+  if (!result.ok) {
+    err = "the host discovery script failed (" + result.failure + ")";
+    if (!result.errors.empty()) err += ": " + TailLines(result.errors, 3);
+  } else if (!discovery::ParseDiscoveryOutput(result.output, options_.default_slots, &parsed,
+                                              &warnings, &err)) {
+    err = "the host discovery script printed a bad " + err;
+  }
+  if (!err.empty()) {
+    if (!have_discovery_) return Stop(kExitFailure, err + ": fix the script; it must print host:slots lines");
+    spdlog::warn("{}; keeping the last host list", err);
+    return;
+  }
+  for (const std::string& w : warnings) spdlog::warn("host discovery script {}", w);
+  have_discovery_ = true;
+  int flags = hosts_->Update(parsed, now);
+  int available = hosts_->AvailableSlots();
+  if (phase_ == Phase::kWaitingToStart) {
+    if (available >= options_.np) Activate();
+    return;
+  }
+  if (phase_ == Phase::kResuming) {
+    if (available >= options_.min_np) Activate();
+    return;
+  }
+  if (flags == discovery::kNoUpdate) return;
+  // Tell rank 0 only when the change would alter the assignment (spec §6.4).
+  std::vector<rendezvous::SlotInfo> plan;
+  if (available < options_.min_np || !ComputeAssignment(&plan, &err)) plan.clear();
+  if (plan == assignment_) return;
+  pending_flags_ |= flags;
+  MaybeNotify();
+}
+
+void ElasticDriver::MaybeNotify() {
+  if (pending_flags_ == 0 || notify_in_flight_ || phase_ != Phase::kRunning) return;
+  // A reset already under way picks the latest hosts up when the round opens.
+  if (!records_.empty() || assignment_.empty()) return;
+  SlotKey coordinator{assignment_.front().hostname, assignment_.front().local_rank};
+  if (!notifier_->IsRegistered(coordinator)) return;  // sent once it registers
+  int flags = pending_flags_;
+  pending_flags_ = 0;
+  notify_in_flight_ = true;
+  spdlog::debug("notifying rank 0 ({}) of host change {}", Describe(coordinator), flags);
+  notifier_->Notify(coordinator, static_cast<rendezvous::HostUpdateResult>(flags),
+                    [this, flags, coordinator](bool ok, std::string err) {
+                      notify_in_flight_ = false;
+                      if (ok) return;
+                      spdlog::warn("could not notify rank 0 ({}) of a host change: {}; will retry",
+                                   Describe(coordinator), err);
+                      pending_flags_ |= flags;
+                    });
+}
+
+void ElasticDriver::Activate() {
+  std::vector<rendezvous::SlotInfo> plan;
+  std::string err;
+  if (!ComputeAssignment(&plan, &err)) {
+    phase_ = phase_ == Phase::kWaitingToStart ? phase_ : Phase::kResuming;
+    return;
+  }
+  if (round_ > 0) {
+    bool survivor = false;
+    for (const rendezvous::SlotInfo& s : plan) {
+      auto it = live_.find({s.hostname, s.local_rank});
+      survivor = survivor || (it != live_.end() && !it->second.draining);
+    }
+    if (!survivor) {
+      return Stop(first_failure_status_ ? first_failure_status_->ShellCode() : kExitFailure,
+                  "no worker of the previous round is left to carry the training state" +
+                      (first_failure_.empty() ? std::string() : " (" + first_failure_ + ")"));
+    }
+  }
+  assignment_ = std::move(plan);
+  ++round_;
+  records_.clear();
+  round_deadline_.reset();
+  pending_flags_ = 0;  // the new round reflects the hosts as they are now
+  store_->Init(assignment_);
+  phase_ = Phase::kRunning;
+  spdlog::info("round {}: {} ranks", round_, assignment_.size());
+  ReleaseWaiting();
+  for (const rendezvous::SlotInfo& s : assignment_) {
+    SlotKey key{s.hostname, s.local_rank};
+    if (live_.count(key)) continue;
+    live_[key] = Live{s.rank, false};
+    workers_->Start(s);
+  }
+}
+
+void ElasticDriver::ReleaseWaiting() {
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  for (auto& [key, reply] : waiting) {
+    std::optional<rendezvous::SlotInfo> slot = SlotOf(key);
+    reply(slot);
+    if (!slot) {
+      auto it = live_.find(key);
+      if (it != live_.end() && !it->second.draining) {
+        it->second.draining = true;
+        workers_->Stop(key);
+      }
+    }
+  }
+}
+
+void ElasticDriver::RecordReady(const std::string& host, int local_rank,
+                                std::function<void(std::optional<rendezvous::SlotInfo>)> reply) {
+  SlotKey key{host, local_rank};
+  if (phase_ == Phase::kStopping || phase_ == Phase::kDone) return reply(std::nullopt);
+  if (phase_ == Phase::kRunning && !SlotOf(key)) {  // its slot is gone: release and drain it
+    reply(std::nullopt);
+    auto it = live_.find(key);
+    if (it != live_.end() && !it->second.draining) {
+      it->second.draining = true;
+      workers_->Stop(key);
+    }
+    return;
+  }
+  waiting_[key] = std::move(reply);
+  if (phase_ != Phase::kRunning) return;  // answered when the next round opens
+  Record(key, Record::kReady, now_);
+}
+
+void ElasticDriver::RegisterWorker(rendezvous::WorkerRegistration registration,
+                                   std::function<void(bool)> done) {
+  SlotKey key{registration.host, registration.local_rank};
+  notifier_->Register(registration, [this, key, done](bool ok, std::string err) {
+    if (!ok) spdlog::warn("worker {} registered an unreachable notification service: {}", Describe(key), err);
+    done(ok);
+    if (ok) MaybeNotify();
+  });
+}
+
+void ElasticDriver::Record(const SlotKey& key, enum Record record, TimePoint now) {
+  auto it = records_.find(key);
+  if (it != records_.end() && it->second != Record::kReady) return;  // exits are final
+  records_[key] = record;
+  if (!round_deadline_) round_deadline_ = now + options_.elastic_timeout;
+  MaybeDecide(now);
+}
+
+void ElasticDriver::MaybeDecide(TimePoint now) {
+  if (phase_ != Phase::kRunning || records_.size() < assignment_.size()) return;
+  for (const rendezvous::SlotInfo& s : assignment_) {
+    if (!records_.count({s.hostname, s.local_rank})) return;
+  }
+  Decide(now);
+}
+
+void ElasticDriver::Decide(TimePoint now) {
+  int successes = 0, failures = 0;
+  std::vector<SlotKey> failed;
+  for (const auto& [key, record] : records_) {
+    if (record == Record::kSuccess) ++successes;
+    if (record == Record::kFailure) {
+      ++failures;
+      failed.push_back(key);
+    }
+  }
+  if (successes > 0) {  // training finished: release whoever waits, finish when all are gone
+    if (failures > 0) return Stop(first_failure_status_->ShellCode(), first_failure_);
+    return Stop(kExitOk, "");
+  }
+  if (failures == static_cast<int>(records_.size())) {
+    return Stop(first_failure_status_ ? first_failure_status_->ShellCode() : kExitFailure,
+                "every rank failed; first: " + first_failure_);
+  }
+  for (const SlotKey& key : failed) {
+    if (hosts_->IsBlacklisted(key.first)) continue;
+    spdlog::warn("blacklisting host {} after {} failed", key.first, Describe(key));
+    hosts_->Blacklist(key.first, now);
+    for (auto& [other, live] : live_) {
+      if (other.first == key.first && !live.draining) {
+        live.draining = true;
+        workers_->Stop(other);
+      }
+    }
+  }
+  // Workers waiting on a blacklisted host are released now, not after a slot wait.
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (hosts_->IsBlacklisted(it->first.first)) {
+      it->second(std::nullopt);
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  bool all_blacklisted = true;
+  for (const auto& [key, record] : records_) all_blacklisted = all_blacklisted && hosts_->IsBlacklisted(key.first);
+  if (all_blacklisted) {
+    return Stop(first_failure_status_ ? first_failure_status_->ShellCode() : kExitFailure,
+                "every host of the job failed; first: " + first_failure_);
+  }
+  if (options_.reset_limit && resets_ >= *options_.reset_limit) {
+    return Stop(first_failure_status_ ? first_failure_status_->ShellCode() : kExitFailure,
+                "stopped because the number of resets exceeded the limit: " +
+                    std::to_string(*options_.reset_limit) + " (--reset-limit)");
+  }
+  ++resets_;
+  if (hosts_->AvailableSlots() >= options_.min_np) return Activate();
+  phase_ = Phase::kResuming;
+  wait_deadline_ = now + options_.elastic_timeout;
+  spdlog::info("waiting for {} slots (--min-np) to resume; {} available", options_.min_np,
+               hosts_->AvailableSlots());
+}
+
+void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoint now) {
+  now_ = now;
+  auto it = live_.find(key);
+  bool draining = it != live_.end() && it->second.draining;
+  if (it != live_.end()) live_.erase(it);
+  waiting_.erase(key);
+  if (draining) {
+    spdlog::debug("worker {} drained ({})", Describe(key), status.Describe());
+    return MaybeFinish();
+  }
+  if (!status.success() && !first_failure_status_) {
+    first_failure_status_ = status;
+    first_failure_ = "worker " + Describe(key) + " " + status.Describe();
+  }
+  if (!status.success()) spdlog::warn("worker {} {}", Describe(key), status.Describe());
+  if (phase_ == Phase::kRunning && SlotOf(key)) {
+    Record(key, status.success() ? Record::kSuccess : Record::kFailure, now);
+  } else if (phase_ == Phase::kResuming && !status.success()) {
+    hosts_->Blacklist(key.first, now);
+  }
+  MaybeFinish();
+}
+
+void ElasticDriver::OnTick(TimePoint now) {
+  now_ = now;
+  if (phase_ == Phase::kWaitingToStart || phase_ == Phase::kResuming) {
+    if (now < wait_deadline_) return;
+    int want = phase_ == Phase::kWaitingToStart ? options_.np : options_.min_np;
+    std::string found = have_discovery_ ? discovery::FormatHosts(hosts_->Available())
+                                        : "the discovery script never answered";
+    return Stop(kExitFailure, fmt::format(
+        "timed out after {} waiting for {} slots ({}); available: {} ({}): add hosts, or lower "
+        "{} or raise --elastic-timeout",
+        Seconds(options_.elastic_timeout), want,
+        phase_ == Phase::kWaitingToStart ? "-np" : "--min-np", hosts_->AvailableSlots(),
+        found.empty() ? "none" : found, phase_ == Phase::kWaitingToStart ? "-np" : "--min-np"));
+  }
+  if (phase_ == Phase::kRunning && round_deadline_ && now >= *round_deadline_) {
+    // Parties silent past the deadline are stuck: count them failed and stop them (spec §9.6).
+    round_deadline_.reset();
+    for (const rendezvous::SlotInfo& s : assignment_) {
+      SlotKey key{s.hostname, s.local_rank};
+      if (records_.count(key)) continue;
+      spdlog::warn("worker {} did not reach the reset within {}; stopping it", Describe(key),
+                   Seconds(options_.elastic_timeout));
+      if (!first_failure_status_) {
+        first_failure_status_ = ExitStatus::Exited(kExitFailure);
+        first_failure_ = "worker " + Describe(key) + " hung in a reset";
+      }
+      records_[key] = Record::kFailure;
+      auto it = live_.find(key);
+      if (it != live_.end() && !it->second.draining) {
+        it->second.draining = true;
+        workers_->Stop(key);
+      }
+    }
+    MaybeDecide(now);
+    return;
+  }
+  MaybeNotify();
+}
+
+void ElasticDriver::Abort(int exit_code, const std::string& why) { Stop(exit_code, why); }
+
+void ElasticDriver::Stop(int exit_code, std::string summary) {
+  if (phase_ == Phase::kStopping || phase_ == Phase::kDone) return;
+  phase_ = Phase::kStopping;
+  exit_code_ = exit_code;
+  summary_ = std::move(summary);
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  for (auto& [key, reply] : waiting) reply(std::nullopt);
+  for (auto& [key, live] : live_) {
+    if (!live.draining) {
+      live.draining = true;
+      workers_->Stop(key);
+    }
+  }
+  MaybeFinish();
+}
+
+void ElasticDriver::MaybeFinish() {
+  if (phase_ == Phase::kStopping && live_.empty()) phase_ = Phase::kDone;
+}
+
+}  // namespace etrun::launcher

@@ -1,0 +1,150 @@
+// ElasticDriver: the elastic job's state machine (spec §6.1-6.10), as pure logic. It takes
+// events (discovery results, worker exits, workers asking for their rank, registrations, clock
+// ticks) and acts through small interfaces (WorkerControl starts and stops slot processes,
+// CoordinatorNotifier talks to rank 0, the KvStore is re-initialized per round), so every
+// scenario runs in a unit test without processes, sockets or sleeps.
+//
+// Rounds: each assignment opens a round whose parties are its slots. A slot records READY (its
+// worker asked GET rank_and_size), SUCCESS (exited 0) or FAILURE (exited non-zero); records are
+// idempotent per slot. When every party has recorded, the decision of §6.5 runs. etrun departs
+// from horovodrun where it breaks (spec §9):
+//  * a round has a deadline: parties still silent when it passes count as failed and are stopped;
+//  * a host-change notification that cannot be delivered yet (reset in progress, coordinator not
+//    registered) is kept and sent once the coordinator can take it;
+//  * workers whose slot lost its assignment are drained: answered -1, then stopped with SIGTERM
+//    (and SIGKILL after the grace period); their exits are neither success nor failure;
+//  * a worker that finishes (exit 0) while others wait in a reset ends the job successfully: the
+//    waiting ones are released (-1) and drained instead of being killed into a failure;
+//  * the exit code is the first failing rank's own, not 1.
+// Driver thread only.
+#ifndef ETRUN_LAUNCHER_ELASTIC_DRIVER_H_
+#define ETRUN_LAUNCHER_ELASTIC_DRIVER_H_
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "discovery/host_manager.h"
+#include "discovery/script_runner.h"
+#include "launcher/exit_status.h"
+#include "rendezvous/assign.h"
+#include "rendezvous/elastic_handler.h"
+#include "rendezvous/kv_store.h"
+#include "rendezvous/pickle.h"
+
+namespace etrun::launcher {
+
+using TimePoint = discovery::TimePoint;
+using SlotKey = std::pair<std::string, int>;  // (host, local_rank): a process's identity for life
+
+struct ElasticOptions {
+  int np = 1;                         // slots to wait for before the first start
+  int min_np = 1;                     // slots needed to (re)start
+  std::optional<int> max_np;
+  int default_slots = 1;              // --slots-per-host for discovery lines without a count
+  std::chrono::milliseconds elastic_timeout{600000};  // waiting for slots, and a round's deadline
+  std::optional<int> reset_limit;
+};
+
+// Starts and stops the process of a slot. Real: RankSet with each slot's environment.
+class WorkerControl {
+ public:
+  virtual ~WorkerControl() = default;
+  // Starts a process for `slot` (its env carries the slot's rank variables of this round).
+  virtual void Start(const rendezvous::SlotInfo& slot) = 0;
+  // SIGTERM now, SIGKILL after the grace period. The exit still arrives through OnWorkerExit.
+  virtual void Stop(const SlotKey& slot) = 0;
+};
+
+// Reaches workers' notification services. Real: rendezvous::Notifier.
+class CoordinatorNotifier {
+ public:
+  virtual ~CoordinatorNotifier() = default;
+  virtual void Register(const rendezvous::WorkerRegistration& registration,
+                        std::function<void(bool ok, std::string err)> done) = 0;
+  virtual bool IsRegistered(const SlotKey& slot) const = 0;
+  // Sends HostsUpdatedRequest(next timestamp, res); done(false) if never acknowledged.
+  virtual void Notify(const SlotKey& slot, rendezvous::HostUpdateResult res,
+                      std::function<void(bool ok, std::string err)> done) = 0;
+};
+
+class ElasticDriver : public rendezvous::ElasticHooks {
+ public:
+  ElasticDriver(ElasticOptions options, discovery::HostManager* hosts, WorkerControl* workers,
+                CoordinatorNotifier* notifier, rendezvous::KvStore* store, TimePoint start);
+
+  // Events.
+  void OnDiscovery(const discovery::ScriptResult& result, TimePoint now);
+  void OnWorkerExit(const SlotKey& slot, ExitStatus status, TimePoint now);
+  void OnTick(TimePoint now);  // deadlines; call at least every second
+  void RecordReady(const std::string& host, int local_rank,
+                   std::function<void(std::optional<rendezvous::SlotInfo>)> reply) override;
+  void RegisterWorker(rendezvous::WorkerRegistration registration,
+                      std::function<void(bool)> done) override;
+  // A signal or an outside error: stop every worker and finish with `exit_code`.
+  void Abort(int exit_code, const std::string& why);
+
+  // Outcome.
+  bool finished() const { return phase_ == Phase::kDone; }
+  int exit_code() const { return exit_code_; }
+  const std::string& summary() const { return summary_; }  // empty on success
+
+  // Introspection.
+  const std::vector<rendezvous::SlotInfo>& assignment() const { return assignment_; }
+  int round() const { return round_; }
+  int resets() const { return resets_; }
+  size_t live_workers() const { return live_.size(); }
+
+ private:
+  enum class Phase { kWaitingToStart, kRunning, kResuming, kStopping, kDone };
+  enum class Record { kReady, kSuccess, kFailure };
+  struct Live {
+    int launch_rank = 0;  // the rank its output is labelled with
+    bool draining = false;
+  };
+
+  bool ComputeAssignment(std::vector<rendezvous::SlotInfo>* plan, std::string* err) const;
+  void Activate();
+  void Record(const SlotKey& slot, enum Record record, TimePoint now);
+  void MaybeDecide(TimePoint now);
+  void Decide(TimePoint now);
+  void ReleaseWaiting();  // answers held rank_and_size requests from the current assignment
+  void MaybeNotify();
+  void Stop(int exit_code, std::string summary);
+  void MaybeFinish();
+  std::optional<rendezvous::SlotInfo> SlotOf(const SlotKey& key) const;
+  std::string Describe(const SlotKey& key) const;
+
+  ElasticOptions options_;
+  discovery::HostManager* hosts_;
+  WorkerControl* workers_;
+  CoordinatorNotifier* notifier_;
+  rendezvous::KvStore* store_;
+
+  Phase phase_ = Phase::kWaitingToStart;
+  TimePoint now_;                            // time of the latest timed event
+  TimePoint wait_deadline_;                  // kWaitingToStart / kResuming
+  bool have_discovery_ = false;
+  std::vector<rendezvous::SlotInfo> assignment_;
+  int round_ = 0;
+  int resets_ = 0;
+  std::map<SlotKey, enum Record> records_;  // this round's
+  std::optional<TimePoint> round_deadline_;  // set by the round's first record
+  std::map<SlotKey, std::function<void(std::optional<rendezvous::SlotInfo>)>> waiting_;
+  std::map<SlotKey, Live> live_;             // processes not yet exited
+  int next_launch_rank_ = 0;
+  int pending_flags_ = 0;                    // a host change not yet delivered to rank 0
+  bool notify_in_flight_ = false;
+  std::optional<ExitStatus> first_failure_status_;
+  std::string first_failure_;
+  int exit_code_ = 0;
+  std::string summary_;
+};
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_ELASTIC_DRIVER_H_

@@ -1,0 +1,350 @@
+// Elastic driver scenarios over fakes: no processes, sockets or sleeps (spec §6).
+#include "launcher/elastic_driver.h"
+
+#include <algorithm>
+
+#include <doctest/doctest.h>
+
+using etrun::ExitStatus;
+using etrun::discovery::HostManager;
+using etrun::discovery::ScriptResult;
+using etrun::launcher::CoordinatorNotifier;
+using etrun::launcher::ElasticDriver;
+using etrun::launcher::ElasticOptions;
+using etrun::launcher::SlotKey;
+using etrun::launcher::TimePoint;
+using etrun::launcher::WorkerControl;
+using etrun::rendezvous::HostUpdateResult;
+using etrun::rendezvous::KvStore;
+using etrun::rendezvous::SlotInfo;
+using etrun::rendezvous::WorkerRegistration;
+using std::chrono::seconds;
+
+namespace {
+
+class FakeWorkers : public WorkerControl {
+ public:
+  void Start(const SlotInfo& slot) override { started.push_back(slot); }
+  void Stop(const SlotKey& slot) override { stopped.push_back(slot); }
+  std::vector<SlotInfo> started;
+  std::vector<SlotKey> stopped;
+};
+
+class FakeNotifier : public CoordinatorNotifier {
+ public:
+  void Register(const WorkerRegistration& reg, std::function<void(bool, std::string)> done) override {
+    registered.push_back({reg.host, reg.local_rank});
+    done(true, "");
+  }
+  bool IsRegistered(const SlotKey& slot) const override {
+    return std::find(registered.begin(), registered.end(), slot) != registered.end();
+  }
+  void Notify(const SlotKey& slot, HostUpdateResult res, std::function<void(bool, std::string)> done) override {
+    notified.push_back({slot, static_cast<int>(res)});
+    done(deliver, deliver ? "" : "refused");
+  }
+  std::vector<SlotKey> registered;
+  std::vector<std::pair<SlotKey, int>> notified;
+  bool deliver = true;
+};
+
+ScriptResult Hosts(const std::string& output) { return {true, output, "", ""}; }
+
+// A job with its fakes, a clock, and shorthands for what workers do.
+struct Job {
+  explicit Job(ElasticOptions o = Options())
+      : hosts(std::nullopt, [] { return 0.0; }),
+        driver(o, &hosts, &workers, &notifier, &store, now) {}
+
+  static ElasticOptions Options() {
+    ElasticOptions o;
+    o.np = 2;
+    o.min_np = 1;
+    o.max_np = 8;
+    o.elastic_timeout = std::chrono::milliseconds(60000);
+    return o;
+  }
+
+  void Discover(const std::string& output) { driver.OnDiscovery(Hosts(output), now); }
+  void Advance(int s) {
+    now += seconds(s);
+    driver.OnTick(now);
+  }
+  void Register(const std::string& host, int lr) {
+    WorkerRegistration reg;
+    reg.host = host;
+    reg.local_rank = lr;
+    driver.RegisterWorker(reg, [](bool) {});
+  }
+  // The worker asks for its rank; returns where the answer will land.
+  std::shared_ptr<std::optional<std::optional<SlotInfo>>> Ready(const std::string& host, int lr) {
+    auto answer = std::make_shared<std::optional<std::optional<SlotInfo>>>();
+    driver.RecordReady(host, lr, [answer](std::optional<SlotInfo> s) { *answer = s; });
+    return answer;
+  }
+  void Exit(const std::string& host, int lr, int code) { driver.OnWorkerExit({host, lr}, ExitStatus::Exited(code), now); }
+
+  std::vector<std::string> StartedNames() const {
+    std::vector<std::string> out;
+    for (const SlotInfo& s : workers.started) out.push_back(s.hostname + ":" + std::to_string(s.local_rank) + "=r" + std::to_string(s.rank));
+    return out;
+  }
+
+  std::optional<std::pair<int, int>> cooldown;
+  TimePoint now = TimePoint() + seconds(1000);
+  HostManager hosts;
+  FakeWorkers workers;
+  FakeNotifier notifier;
+  KvStore store;
+  ElasticDriver driver;
+};
+
+std::string Csv(const std::optional<std::optional<SlotInfo>>& answer) {
+  REQUIRE(answer.has_value());
+  return etrun::rendezvous::FormatRankAndSize(*answer);
+}
+
+}  // namespace
+
+TEST_CASE("the job waits for -np slots, then starts every slot up to --max-np in script order") {
+  Job job;
+  job.Discover("b:1\n");
+  CHECK(job.workers.started.empty());  // 1 slot < -np 2
+  job.Discover("b:1\na:2\n");
+  CHECK(job.StartedNames() == std::vector<std::string>{"b:0=r0", "a:0=r1", "a:1=r2"});
+  CHECK(job.driver.round() == 1);
+  CHECK(job.store.planned_size("global") == 3);
+}
+
+TEST_CASE("waiting for slots times out with a message naming what is missing") {
+  Job job;
+  job.Discover("a:1\n");
+  job.Advance(59);
+  CHECK_FALSE(job.driver.finished());
+  job.Advance(1);
+  REQUIRE(job.driver.finished());
+  CHECK(job.driver.exit_code() == 1);
+  CHECK(job.driver.summary() ==
+        "timed out after 60 s waiting for 2 slots (-np); available: 1 (a:1): add hosts, or lower -np or raise --elastic-timeout");
+}
+
+TEST_CASE("a failing first discovery fails the job with the script's stderr; later ones keep hosts") {
+  Job first;
+  first.driver.OnDiscovery({false, "", "cannot reach scheduler\n", "exit code 3"}, first.now);
+  REQUIRE(first.driver.finished());
+  CHECK(first.driver.summary() ==
+        "the host discovery script failed (exit code 3): cannot reach scheduler: fix the script; it must print host:slots lines");
+
+  Job later;
+  later.Discover("a:2\n");
+  later.driver.OnDiscovery({false, "", "flaky\n", "exit code 1"}, later.now);
+  later.Discover("a:x\n");
+  CHECK_FALSE(later.driver.finished());
+  CHECK(later.driver.assignment().size() == 2);
+}
+
+TEST_CASE("scale up: rank 0 is notified, survivors get new ranks, only the new slot starts") {
+  Job job;
+  job.Discover("a:1\nb:1\n");
+  job.Register("a", 0);
+  job.Discover("a:1\nb:1\nc:1\n");
+  REQUIRE(job.notifier.notified.size() == 1);
+  CHECK(job.notifier.notified[0] == std::pair{SlotKey{"a", 0}, 2});  // added
+  auto a = job.Ready("a", 0);
+  CHECK_FALSE(a->has_value());  // held until every party is in
+  auto b = job.Ready("b", 0);
+  CHECK(Csv(*a) == "0,3,0,1,0,3");
+  CHECK(Csv(*b) == "1,3,0,1,1,3");
+  CHECK(job.StartedNames() == std::vector<std::string>{"a:0=r0", "b:0=r1", "c:0=r2"});
+  CHECK(job.driver.round() == 2);
+  CHECK(job.driver.resets() == 1);
+}
+
+TEST_CASE("a change is kept until the coordinator registers, and sent once") {
+  Job job;
+  job.Discover("a:1\nb:1\n");
+  job.Discover("a:1\nb:1\nc:1\n");
+  CHECK(job.notifier.notified.empty());
+  job.Register("b", 0);  // not the coordinator
+  CHECK(job.notifier.notified.empty());
+  job.Register("a", 0);
+  CHECK(job.notifier.notified.size() == 1);
+  job.Advance(1);
+  CHECK(job.notifier.notified.size() == 1);
+}
+
+TEST_CASE("a refused notification is retried on the next tick") {
+  Job job;
+  job.Discover("a:1\nb:1\n");
+  job.Register("a", 0);
+  job.notifier.deliver = false;
+  job.Discover("a:1\nb:1\nc:1\n");
+  job.notifier.deliver = true;
+  job.Advance(1);
+  CHECK(job.notifier.notified.size() == 2);
+  job.Advance(1);
+  CHECK(job.notifier.notified.size() == 2);
+}
+
+TEST_CASE("scale down: the removed host's workers get -1 and are drained, not failed") {
+  Job job;
+  job.Discover("a:1\nb:1\nc:1\n");
+  job.Register("a", 0);
+  job.Discover("a:1\nc:1\n");
+  CHECK(job.notifier.notified.back() == std::pair{SlotKey{"a", 0}, 1});  // removed
+  auto a = job.Ready("a", 0), b = job.Ready("b", 0), c = job.Ready("c", 0);
+  CHECK(Csv(*a) == "0,2,0,1,0,2");
+  CHECK(Csv(*b) == "-1,-1,-1,-1,-1,-1");
+  CHECK(Csv(*c) == "1,2,0,1,1,2");
+  CHECK(job.workers.stopped == std::vector<SlotKey>{{"b", 0}});  // SIGTERM, not left to abort
+  job.driver.OnWorkerExit({"b", 0}, ExitStatus::Signaled(15), job.now);
+  CHECK_FALSE(job.driver.finished());
+  job.Exit("a", 0, 0);
+  job.Exit("c", 0, 0);
+  REQUIRE(job.driver.finished());
+  CHECK(job.driver.exit_code() == 0);
+}
+
+TEST_CASE("removing the coordinator's host moves rank 0 to the next host") {
+  Job job;
+  job.Discover("a:1\nb:1\n");
+  job.Register("a", 0);
+  job.Discover("b:1\n");
+  CHECK(job.notifier.notified.back() == std::pair{SlotKey{"a", 0}, 1});
+  auto a = job.Ready("a", 0), b = job.Ready("b", 0);
+  CHECK(Csv(*a) == "-1,-1,-1,-1,-1,-1");
+  CHECK(Csv(*b) == "0,1,0,1,0,1");
+  CHECK(job.driver.assignment().front().hostname == "b");
+}
+
+TEST_CASE("a failed rank blacklists its host and the others continue without it") {
+  Job job;
+  job.Discover("a:1\nb:2\nc:1\n");
+  job.Exit("b", 1, 3);  // b[1] crashes; its peers see a collective fail and reset
+  auto a = job.Ready("a", 0), b0 = job.Ready("b", 0), c = job.Ready("c", 0);
+  CHECK(job.hosts.IsBlacklisted("b"));
+  CHECK(Csv(*b0) == "-1,-1,-1,-1,-1,-1");
+  CHECK(Csv(*a) == "0,2,0,1,0,2");
+  CHECK(Csv(*c) == "1,2,0,1,1,2");
+  CHECK(std::find(job.workers.stopped.begin(), job.workers.stopped.end(), SlotKey{"b", 0}) != job.workers.stopped.end());
+  CHECK_FALSE(job.driver.finished());
+}
+
+TEST_CASE("when every rank fails the job ends with the first failure's code") {
+  Job job;
+  job.Discover("a:1\nb:1\n");
+  job.Exit("a", 0, 7);
+  job.Exit("b", 0, 9);
+  REQUIRE(job.driver.finished());
+  CHECK(job.driver.exit_code() == 7);
+  CHECK(job.driver.summary() == "every rank failed; first: worker a[0] exited with code 7");
+}
+
+TEST_CASE("below --min-np after a failure the job waits, then times out") {
+  ElasticOptions o = Job::Options();
+  o.min_np = 2;
+  Job job(o);
+  job.Discover("a:1\nb:1\n");
+  job.Exit("b", 0, 1);
+  auto a = job.Ready("a", 0);
+  CHECK_FALSE(a->has_value());  // held while waiting for slots
+  job.Advance(30);
+  job.Discover("a:1\nb:1\nc:1\n");  // c arrives in time
+  CHECK(Csv(*a) == "0,2,0,1,0,2");
+  CHECK(job.StartedNames().back() == "c:0=r1");
+
+  Job late(o);
+  late.Discover("a:1\nb:1\n");
+  late.Exit("b", 0, 1);
+  auto a2 = late.Ready("a", 0);
+  late.Advance(60);
+  CHECK(Csv(*a2) == "-1,-1,-1,-1,-1,-1");
+  CHECK_FALSE(late.driver.finished());  // until the released worker has exited
+  late.Exit("a", 0, 134);
+  REQUIRE(late.driver.finished());
+  CHECK(late.driver.exit_code() == 1);
+  CHECK(late.driver.summary().starts_with("timed out after 60 s waiting for 2 slots (--min-np); available: 1 (a:1)"));
+}
+
+TEST_CASE("--reset-limit N allows N resets and stops at the next") {
+  ElasticOptions o = Job::Options();
+  o.reset_limit = 1;
+  Job job(o);
+  job.Discover("a:1\nb:1\nc:1\n");
+  job.Exit("c", 0, 1);
+  job.Ready("a", 0);
+  job.Ready("b", 0);
+  CHECK(job.driver.resets() == 1);
+  CHECK_FALSE(job.driver.finished());
+  job.Exit("b", 0, 1);
+  job.Ready("a", 0);
+  CHECK(job.workers.stopped.back() == SlotKey{"a", 0});
+  job.Exit("a", 0, 143);
+  REQUIRE(job.driver.finished());
+  CHECK(job.driver.summary() == "stopped because the number of resets exceeded the limit: 1 (--reset-limit)");
+  CHECK(job.driver.exit_code() == 1);
+}
+
+TEST_CASE("a blacklisted host comes back after its cooldown, as an added host") {
+  Job job;
+  job.cooldown = std::pair{10, 100};
+  HostManager hosts(job.cooldown, [] { return 0.0; });
+  ElasticDriver driver(Job::Options(), &hosts, &job.workers, &job.notifier, &job.store, job.now);
+  driver.OnDiscovery(Hosts("a:1\nb:1\n"), job.now);
+  driver.OnWorkerExit({"b", 0}, ExitStatus::Exited(1), job.now);
+  driver.RecordReady("a", 0, [](std::optional<SlotInfo>) {});
+  CHECK(hosts.IsBlacklisted("b"));
+  WorkerRegistration reg;
+  reg.host = "a";
+  driver.RegisterWorker(reg, [](bool) {});
+  driver.OnDiscovery(Hosts("a:1\nb:1\n"), job.now + seconds(19));
+  CHECK(job.notifier.notified.empty());
+  driver.OnDiscovery(Hosts("a:1\nb:1\n"), job.now + seconds(20));  // 10 * 2^1 + 0
+  REQUIRE(job.notifier.notified.size() == 1);
+  CHECK(job.notifier.notified[0] == std::pair{SlotKey{"a", 0}, 2});
+}
+
+TEST_CASE("a change during a reset is not notified; the new round already reflects it") {
+  Job job;
+  job.Discover("a:1\nb:1\n");
+  job.Register("a", 0);
+  job.Exit("b", 0, 1);       // a reset starts
+  job.Discover("a:1\nb:1\nc:1\n");
+  CHECK(job.notifier.notified.empty());
+  auto a = job.Ready("a", 0);
+  CHECK(Csv(*a) == "0,2,0,1,0,2");  // b blacklisted, c in
+}
+
+TEST_CASE("hosts beyond --max-np change nothing and notify nobody") {
+  ElasticOptions o = Job::Options();
+  o.max_np = 2;
+  Job job(o);
+  job.Discover("a:1\nb:1\n");
+  job.Register("a", 0);
+  job.Discover("a:1\nb:1\nc:4\n");
+  CHECK(job.notifier.notified.empty());
+}
+
+TEST_CASE("a rank that finishes while others wait in a reset ends the job successfully") {
+  Job job;
+  job.Discover("a:1\nb:1\n");
+  auto a = job.Ready("a", 0);
+  job.Exit("b", 0, 0);
+  CHECK(Csv(*a) == "-1,-1,-1,-1,-1,-1");
+  CHECK(job.workers.stopped == std::vector<SlotKey>{{"a", 0}});
+  job.driver.OnWorkerExit({"a", 0}, ExitStatus::Exited(134), job.now);
+  REQUIRE(job.driver.finished());
+  CHECK(job.driver.exit_code() == 0);
+}
+
+TEST_CASE("a worker silent past the round's deadline is stopped and counted failed") {
+  Job job;
+  job.Discover("a:1\nb:1\nc:1\n");
+  auto a = job.Ready("a", 0);
+  auto b = job.Ready("b", 0);
+  job.Advance(61);
+  CHECK(std::find(job.workers.stopped.begin(), job.workers.stopped.end(), SlotKey{"c", 0}) != job.workers.stopped.end());
+  CHECK(job.hosts.IsBlacklisted("c"));
+  CHECK(Csv(*a) == "0,2,0,1,0,2");
+  CHECK(Csv(*b) == "1,2,0,1,1,2");
+}
