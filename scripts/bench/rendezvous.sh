@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Rendezvous server load (spec §4.5-4.7), with etrun_rendezvous_bench
+# (scripts/bench/rendezvous_load.cc).
+#  1. wrk -t2 -c16 -d10s on GET /global/0 of etrun's server, against Horovod's own Python server
+#     under the same wrk load: 2,094 req/s, measured here (spec/issue). Target: >= 20x.
+#     The same load with "Connection: close" (one request per connection, as Horovod's workers
+#     and the Python server do it) is printed for information.
+#  2. A `global` scope rendezvous of N = 64, 256, 512 simulated Horovod workers, every request on
+#     a new connection, with Gloo-sized values (136*(N-1) bytes: N-1 pair addresses of a
+#     sockaddr_storage plus a sequence number) and with 64-byte values (request handling
+#     alone). Target: N = 512 with 64-byte values in under 10 s. Gloo-sized values move
+#     2*N*(N-1)*136*(N-1) bytes, O(N^3): ~36 GB at N = 512; that run is reported, not targeted.
+# Needs $BUILD/etrun_rendezvous_bench (BUILD defaults to build). If that target is missing but
+# $BUILD/libetrun_core.a exists, the tool is compiled by hand into a temp dir against it.
+# Exit status: 0 when every target passes and every run verified its data, 1 otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+PYTHON_SERVER_REQ_S=2094  # Horovod's http_server.py under the same wrk load; measured here, spec/issue
+RATIO_TARGET=20
+SCOPE_TARGET_S=10
+out=$(mktemp -d)
+server_pid=
+cleanup() {
+  if [[ -n $server_pid ]]; then kill -TERM "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$out"
+}
+trap cleanup EXIT
+
+bench=$BUILD/etrun_rendezvous_bench
+if [[ ! -x $bench ]]; then
+  if [[ ! -f $BUILD/libetrun_core.a ]]; then
+    echo "rendezvous.sh: error: $bench not found; build it: cmake --build $BUILD --target etrun_rendezvous_bench" >&2
+    exit 1
+  fi
+  echo "($bench not built; compiling scripts/bench/rendezvous_load.cc against $BUILD/libetrun_core.a)"
+  bench=$out/etrun_rendezvous_bench
+  g++ -std=c++20 -O2 -DNDEBUG -Wall -Wextra -Werror -I. -DBOOST_ASIO_NO_DEPRECATED \
+    scripts/bench/rendezvous_load.cc "$BUILD/libetrun_core.a" -lspdlog -lfmt -lpthread -o "$bench"
+fi
+command -v wrk > /dev/null || { echo "rendezvous.sh: error: wrk not on PATH (apt-get install wrk)" >&2; exit 1; }
+
+# Client, server and kernel share the two cores: anything else running skews every number here.
+read -r load1 _ < /proc/loadavg
+if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
+  echo "note: load average ${load1} before the run; other processes on these cores make the numbers pessimistic"
+fi
+
+failed=0
+verdict() {  # verdict <ok:0|1> <text>
+  if [[ $1 == 1 ]]; then echo "PASS $2"; else echo "FAIL $2"; failed=1; fi
+}
+
+# --- 1. wrk ------------------------------------------------------------------------------------
+"$bench" serve > "$out/serve.out" &
+server_pid=$!
+for _ in $(seq 100); do
+  grep -q '^port ' "$out/serve.out" 2> /dev/null && break
+  sleep 0.05
+done
+port=$(awk '/^port /{print $2}' "$out/serve.out")
+[[ -n $port ]] || { echo "rendezvous.sh: error: the serve mode printed no port" >&2; exit 1; }
+url=http://127.0.0.1:$port/global/0
+wrk -t2 -c16 -d10s --latency "$url" > "$out/wrk.txt"
+wrk -t2 -c16 -d10s --latency -H 'Connection: close' "$url" > "$out/wrk_close.txt"
+kill -TERM "$server_pid"
+serve_rc=0
+wait "$server_pid" || serve_rc=$?
+server_pid=
+
+# Prints "req_s avg p50 p90 p99 max errors" from a wrk report.
+wrk_summary() {
+  awk '
+    /Requests\/sec:/ { rps = $2 }
+    /^    Latency/   { avg = $2; max = $4 }
+    /^     50%/ { p50 = $2 } /^     90%/ { p90 = $2 } /^     99%/ { p99 = $2 }
+    /Non-2xx or 3xx responses:/ { err += $NF }
+    /Socket errors:/ { gsub(",", ""); err += $4 + $6 + $8 + $10 }
+    END { printf "%s %s %s %s %s %s %d\n", rps, avg, p50, p90, p99, max, err }' "$1"
+}
+read -r rps avg p50 p90 p99 max errs < <(wrk_summary "$out/wrk.txt")
+read -r c_rps c_avg c_p50 c_p90 c_p99 c_max c_errs < <(wrk_summary "$out/wrk_close.txt")
+echo "== wrk -t2 -c16 -d10s GET /global/0 (100-byte value)"
+printf '  %-26s %12s %9s %9s %9s %9s %9s %7s\n' "" "req/s" "avg" "p50" "p90" "p99" "max" "errors"
+printf '  %-26s %12s %9s %9s %9s %9s %9s %7s\n' "etrun, keep-alive" "$rps" "$avg" "$p50" "$p90" "$p99" "$max" "$errs"
+printf '  %-26s %12s %9s %9s %9s %9s %9s %7s\n' "etrun, Connection: close" "$c_rps" "$c_avg" "$c_p50" "$c_p90" "$c_p99" "$c_max" "$c_errs"
+printf '  %-26s %12s   (measured here, spec/issue)\n' "horovod http_server.py" "$PYTHON_SERVER_REQ_S"
+ratio=$(awk -v a="$rps" -v b="$PYTHON_SERVER_REQ_S" 'BEGIN { printf "%.1f", a / b }')
+c_ratio=$(awk -v a="$c_rps" -v b="$PYTHON_SERVER_REQ_S" 'BEGIN { printf "%.1f", a / b }')
+echo "  (for information: one request per connection is ${c_ratio}x the Python server)"
+ok=$(awk -v a="$rps" -v b="$PYTHON_SERVER_REQ_S" -v t="$RATIO_TARGET" -v e="$errs" -v s="$serve_rc" \
+  'BEGIN { print (a >= t * b && e == 0 && s == 0) ? 1 : 0 }')
+verdict "$ok" "wrk: ${rps} req/s = ${ratio}x Horovod's Python server (target >= ${RATIO_TARGET}x = $((RATIO_TARGET * PYTHON_SERVER_REQ_S)) req/s, errors ${errs}, server exit ${serve_rc})"
+
+# --- 2. scope rendezvous ---------------------------------------------------------------------------
+echo
+echo "== global scope rendezvous, N simulated Horovod workers, new connection per request, poll 10 ms"
+: > "$out/results"
+for n in 64 256 512; do
+  for size in gloo 64; do
+    args=(scope "$n" --deadline-s 300)  # Gloo-sized N = 512 takes minutes
+    [[ $size == gloo ]] || args+=(--value-bytes "$size")
+    if "$bench" "${args[@]}" > "$out/run.txt" 2> "$out/run.err"; then
+      grep '^RESULT' "$out/run.txt" | sed "s/^RESULT/RESULT kind=$size/" >> "$out/results"
+    else
+      echo "RESULT kind=$size n=$n failed=1" >> "$out/results"
+      sed 's/^/  /' "$out/run.err"
+    fi
+  done
+done
+awk '
+  function field(k,   i, kv) { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) return kv[2] } return "" }
+  BEGIN { printf "  %4s %9s %9s %5s %11s %7s %7s %7s %7s %7s %11s\n", "N", "value B", "requests", "404s",
+          "received", "keys s", "done s", "req/s", "p50 ms", "p99 ms", "server CPU" }
+  {
+    if (field("failed") == 1) { printf "  %4s %9s  FAILED (see above)\n", field("n"), field("kind"); next }
+    printf "  %4d %9d %9d %5d %8.1f MB %7.2f %7.2f %7d %7.1f %7.1f %5.1f s %2d us/req\n", field("n"),
+      field("value_bytes"), field("requests"), field("not_found"), field("bytes") / 1e6, field("keys_s"),
+      field("deleted_s"), field("req_per_s"), field("p50_us") / 1e3, field("p99_us") / 1e3,
+      field("server_cpu_s"), field("server_cpu_s") * 1e6 / field("requests")
+  }' "$out/results"
+echo "  (requests floor 3N + N(N-1)/2 + 2N(N-1): Gloo's wait() polls a key once, then get() fetches it"
+echo "   again, and rank r first reads rank_0..rank_<r-1>; 655,616 at N = 512; received = headers + values;"
+echo "   server CPU = the server thread's user + system time, which on loopback includes part of the"
+echo "   client's TCP receive work and vice versa)"
+
+all_ok=$(awk '/failed=1/ { bad = 1 } END { print bad ? 0 : 1 }' "$out/results")
+verdict "$all_ok" "every scope run finished, every value verified byte for byte, scope global cleared by the N DELETEs"
+read -r small_s small_req < <(awk '/kind=64 / && / n=512 / {
+  for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } print v["deleted_s"], v["requests"] }' "$out/results") || true
+ok=$(awk -v s="${small_s:-}" -v t="$SCOPE_TARGET_S" 'BEGIN { print (s != "" && s < t) ? 1 : 0 }')
+verdict "$ok" "N=512 rendezvous with 64-byte values (${small_req:-?} requests): ${small_s:-n/a} s (target < ${SCOPE_TARGET_S} s)"
+if [[ $ok == 0 && -n ${small_req:-} ]]; then
+  awk -v r="$small_req" -v t="$SCOPE_TARGET_S" 'BEGIN { printf "     (%d new TCP connections in %d s on 2 cores leave %.0f us of CPU per connection for the" \
+    " client, the server and both ends of the kernel together)\n", r, t, 2 * t * 1e6 / r }'
+fi
+read -r gloo_s gloo_bytes < <(awk '/kind=gloo / && / n=512 / {
+  for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } print v["deleted_s"], v["bytes"] }' "$out/results") || true
+if [[ -n ${gloo_s:-} ]]; then
+  meets=$(awk -v s="$gloo_s" -v t="$SCOPE_TARGET_S" 'BEGIN { print (s < t) ? "meets" : "does NOT meet" }')
+  gb=$(awk -v b="$gloo_bytes" 'BEGIN { printf "%.1f", b / 1e9 }')
+  echo "INFO N=512 rendezvous with Gloo-sized values (136*511 = 69,496 bytes): ${gloo_s} s for ${gb} GB received;" \
+    "it ${meets} the ${SCOPE_TARGET_S} s mark (not a target: the bytes grow as N^3)"
+fi
+exit "$failed"
