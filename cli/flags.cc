@@ -34,10 +34,6 @@ struct NotSupportedYet {
   const char* fix;
 };
 constexpr NotSupportedYet kNotSupportedYet[] = {
-    {"--host-discovery-script", "elastic mode comes in a later etrun release",
-     "list the hosts with -H or --hostfile to run a static job"},
-    {"--min-np", "elastic mode comes in a later etrun release",
-     "leave it out to run a static job of -np processes"},
     {"--mpi", "MPI mode comes in a later etrun release", "leave it out to launch with Gloo"},
     {"--jsrun", "jsrun mode comes in a later etrun release", "leave it out to launch with Gloo"},
     {"--mpi-args", "MPI mode comes in a later etrun release", "leave it out to launch with Gloo"},
@@ -346,14 +342,14 @@ void FlagTable::AddHostsAndElastic(JobConfig* c) {
       "File with one \"<hostname> slots=<slots>\" per line.", "-hostfile")
       ->type_name("FILE");
   Text("--host-discovery-script", &c->host_discovery_script,
-       "Executable that prints one available host[:slots] per line; enables elastic training "
+       "Executable that prints one available host[:slots] per line; enables elastic training"
        "(not supported yet).")
       ->type_name("SCRIPT");
 
   group_ = "Elastic arguments";
   Optional<int>("--min-np,--min-num-proc", &c->min_np,
                 "Minimum number of processes to keep training; enables elastic training "
-                "(not supported yet; default: -np).")
+                "(default: -np).")
       ->type_name("N");
   Optional<int>("--max-np,--max-num-proc", &c->max_np,
                 "Maximum number of processes (default: unbounded).")
@@ -371,6 +367,13 @@ void FlagTable::AddHostsAndElastic(JobConfig* c) {
                                 "Seconds a failing host stays blacklisted, e.g. 60 300 "
                                 "(default: for good).")
       ->type_name("MIN MAX");
+  Optional<double>("--discovery-interval", &c->discovery_interval_s,
+                   "Seconds between the end of one discovery script run and the next "
+                   "(default: 1, as horovodrun; at least 0.1).")
+      ->type_name("SECONDS");
+  Optional<double>("--discovery-timeout", &c->discovery_timeout_s,
+                   "Seconds a discovery script run may take before it is killed (default: 30).")
+      ->type_name("SECONDS");
 }
 
 void FlagTable::AddTunables(Tunables* t) {
@@ -574,7 +577,9 @@ bool CheckLaunchValues(const FlagTable& t, const JobConfig& c, std::string* err)
       !CheckAtLeast(t, "--elastic-timeout", c.elastic_timeout_s, 1, err) ||
       !CheckAtLeast(t, "--start-timeout", c.start_timeout_s, 1, err) ||
       !CheckAtLeast(t, "--reset-limit", c.reset_limit, 0, err) ||
-      !CheckAtLeast(t, "--grace-period", std::optional<double>(c.grace_period_s), 0.0, err)) {
+      !CheckAtLeast(t, "--grace-period", std::optional<double>(c.grace_period_s), 0.0, err) ||
+      !CheckAtLeast(t, "--discovery-interval", c.discovery_interval_s, 0.1, err) ||
+      !CheckAtLeast(t, "--discovery-timeout", c.discovery_timeout_s, 0.1, err)) {
     return false;
   }
   if (c.min_np && *c.min_np > *c.num_proc) {
@@ -703,7 +708,7 @@ std::string CheckBuildText() {
       << "    Available Launch Modes:\n"
       << "        [X] Local processes (static Gloo)\n"
       << "        [ ] SSH to remote hosts (not supported yet)\n"
-      << "        [ ] Elastic (not supported yet)\n\n"
+      << "        [X] Elastic (Horovod's protocol, local hosts)\n\n"
       << "    Available Controllers:\n"
       << "        [X] Gloo\n"
       << "        [ ] MPI (not supported yet; "

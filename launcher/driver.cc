@@ -114,8 +114,6 @@ void ConfigureLogging(const JobConfig& config) {
   spdlog::set_default_logger(logger);
 }
 
-namespace {
-
 std::string JoinCommand(const std::vector<std::string>& argv) {
   std::string out;
   for (const std::string& a : argv) {
@@ -132,7 +130,6 @@ std::string JoinCommand(const std::vector<std::string>& argv) {
   return out;
 }
 
-// Opens DIR/rank.N/{stdout,stderr} for writing, truncated. Returns false and sets *err.
 bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* err_fd,
                    std::string* err) {
   std::filesystem::path rank_dir = std::filesystem::path(dir) / RankDirName(rank, np);
@@ -155,12 +152,11 @@ bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* e
   return true;
 }
 
-}  // namespace
-
 Driver::Driver(const JobConfig& config, Spawner* spawner, std::vector<std::string> environment)
     : config_(config), spawner_(spawner), environ_(std::move(environment)) {}
 
 int Driver::Run() {
+  if (config_.elastic()) return RunElastic(config_, spawner_, environ_);
   if (config_.max_np) spdlog::warn("--max-np has no effect in a static job (it caps elastic jobs)");
   StaticPlan plan;
   std::string err;

@@ -39,6 +39,16 @@ bool PlanStaticJob(const JobConfig& config, const std::vector<discovery::Interfa
 // rank.<r> padded to the digits of np-1, at least one.
 std::string RankDirName(int rank, int np);
 
+// Opens DIR/rank.<N>/{stdout,stderr} for writing, truncated. Returns false and sets *err.
+bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* err_fd,
+                   std::string* err);
+
+// The command as a shell would show it, quoting what needs quoting (for --verbose).
+std::string JoinCommand(const std::vector<std::string>& argv);
+
+// Runs an elastic job (launcher/elastic_run.cc); returns etrun's exit code.
+int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std::string>& environment);
+
 // Sets spdlog's default logger: stderr, "etrun: <level>: <message>", level from --verbose and
 // --log-level.
 void ConfigureLogging(const JobConfig& config);

@@ -62,6 +62,8 @@ struct JobConfig {
   std::optional<int> reset_limit;              // --reset-limit
   std::optional<std::pair<int, int>> cooldown_range;  // --blacklist-cooldown-range MIN MAX
   std::optional<int> start_timeout_s;          // --start-timeout
+  std::optional<double> discovery_interval_s;  // --discovery-interval (etrun; default 1)
+  std::optional<double> discovery_timeout_s;   // --discovery-timeout (etrun; default 30)
   std::vector<std::string> network_interfaces; // --network-interface(s), in order, no duplicates
   std::string output_filename;                 // --output-filename DIR
   bool verbose = false;                        // --verbose

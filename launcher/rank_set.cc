@@ -37,6 +37,7 @@ struct RankSet::Stream {
 
 struct RankSet::Rank {
   Rank(asio::io_context* io) : drain_timer(*io) {}
+  int id = 0;
   int rank = 0;
   std::string host;
   SpawnedProcess process;
@@ -79,7 +80,7 @@ RankSet::~RankSet() {
 }
 
 bool RankSet::Start(int rank, const std::string& host, const LaunchSpec& spec,
-                    const RankOutput& output, std::string* err) {
+                    const RankOutput& output, std::string* err, int* id) {
   SpawnedProcess process;
   if (!spawner_->Start(spec, &process, err)) return false;
   if (guardian_ != nullptr) guardian_->Watch(process.pid);
@@ -93,6 +94,8 @@ bool RankSet::Start(int rank, const std::string& host, const LaunchSpec& spec,
   r->err->owner = r.get();
   Arm(r->out.get());
   Arm(r->err.get());
+  r->id = static_cast<int>(ranks_.size());
+  if (id != nullptr) *id = r->id;
   ranks_.push_back(std::move(r));
   ++active_;
   return true;
@@ -201,7 +204,13 @@ void RankSet::MaybeFinish(Rank* r) {
   kill(-r->process.pid, SIGKILL);  // whatever the rank left behind in its group
   if (guardian_ != nullptr) guardian_->Forget(r->process.pid);
   --active_;
-  if (on_finished_) on_finished_({r->rank, r->host, r->status});
+  if (on_finished_) on_finished_({r->id, r->rank, r->host, r->status});
+}
+
+void RankSet::Signal(int id, int sig) {
+  if (id >= 0 && id < static_cast<int>(ranks_.size()) && !ranks_[id]->finished) {
+    kill(-ranks_[id]->process.pid, sig);
+  }
 }
 
 void RankSet::SignalAll(int sig) {

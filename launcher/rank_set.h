@@ -36,7 +36,8 @@ struct RankOutput {
 class RankSet {
  public:
   struct Finished {
-    int rank;
+    int id;        // as returned by Start
+    int rank;      // the label its output carries
     std::string host;
     ExitStatus status;
   };
@@ -50,9 +51,9 @@ class RankSet {
   RankSet& operator=(const RankSet&) = delete;
 
   // Starts one rank; `rank` labels its output. Returns false and sets *err if it could not be
-  // started (nothing of it is left running).
+  // started (nothing of it is left running). *id (if given) identifies this process from now on.
   bool Start(int rank, const std::string& host, const LaunchSpec& spec, const RankOutput& output,
-             std::string* err);
+             std::string* err, int* id = nullptr);
 
   // Waits for every started rank to have exec'd. Returns false and sets *err (naming the rank)
   // for the first that could not; that rank exits 127 and is reaped as usual.
@@ -63,6 +64,9 @@ class RankSet {
 
   // Sends `sig` to the process group of every unfinished rank.
   void SignalAll(int sig);
+
+  // Sends `sig` to the process group of one rank, if it is unfinished.
+  void Signal(int id, int sig);
 
   // Ranks started and not yet finished.
   int active() const { return active_; }

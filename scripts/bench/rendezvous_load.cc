@@ -194,10 +194,10 @@ class Worker {
     if (!ec && !shared_->opt.graceful_close)
       socket_.set_option(asio::socket_base::linger(true, 0), ec);
     if (ec) return Fail("socket: " + ec.message());
-    socket_.async_connect(shared_->server, [this](error_code ec) {
-      if (ec) return Fail("connect: " + ec.message());
-      asio::async_write(socket_, asio::buffer(request_), [this](error_code ec, size_t) {
-        if (ec) return Fail("send: " + ec.message());
+    socket_.async_connect(shared_->server, [this](error_code connect_ec) {
+      if (connect_ec) return Fail("connect: " + connect_ec.message());
+      asio::async_write(socket_, asio::buffer(request_), [this](error_code write_ec, size_t) {
+        if (write_ec) return Fail("send: " + write_ec.message());
         Read();
       });
     });

@@ -415,12 +415,10 @@ TEST_CASE("mutually exclusive flags are a usage error naming both") {
 }
 
 TEST_CASE("flags of later releases are parsed, validated, then refused") {
-  CHECK(UsageError({"-np", "2", "--min-np", "1", "x"}) ==
-        "etrun: error: --min-np/--min-num-proc is not supported yet (elastic mode comes in a "
-        "later etrun release): leave it out to run a static job of -np processes\n");
+  CHECK(UsageError({"-np", "2", "--mpi", "x"}) ==
+        "etrun: error: --mpi is not supported yet (MPI mode comes in a later etrun release): "
+        "leave it out to launch with Gloo\n");
   const std::vector<std::pair<Strings, std::string>> cases = {
-      {{"--host-discovery-script", "./d.sh"}, "--host-discovery-script"},
-      {{"--min-num-proc", "1"}, "--min-np/--min-num-proc"},
       {{"--mpi"}, "--mpi"},
       {{"--jsrun"}, "--jsrun"},
       {{"--mpi-args=--bind-to none"}, "--mpi-args"},
@@ -436,6 +434,20 @@ TEST_CASE("flags of later releases are parsed, validated, then refused") {
   // Validation comes first: a bad value is reported as such.
   CHECK(UsageError({"-np", "2", "--min-np", "3", "x"}) ==
         "etrun: error: --min-np/--min-num-proc: expected at most -np (2), got 3\n");
+}
+
+TEST_CASE("elastic flags are accepted and validated") {
+  JobConfig c = ParseOk({"--min-np", "1", "--host-discovery-script", "./d.sh", "--discovery-interval",
+                         "0.1", "--discovery-timeout", "5"});
+  CHECK(c.elastic());
+  CHECK(c.min_np == 1);
+  CHECK(c.host_discovery_script == "./d.sh");
+  CHECK(c.discovery_interval_s == 0.1);
+  CHECK(c.discovery_timeout_s == 5.0);
+  CHECK(UsageError({"-np", "1", "--discovery-interval", "0.05", "x"}) ==
+        "etrun: error: --discovery-interval: expected at least 0.1, got 0.05\n");
+  CHECK(UsageError({"-np", "1", "--discovery-timeout", "0", "x"}) ==
+        "etrun: error: --discovery-timeout: expected at least 0.1, got 0\n");
 }
 
 TEST_CASE("flags that are harmless on local hosts are accepted") {
@@ -532,7 +544,7 @@ TEST_CASE("check-build prints the build matrix and whether mpirun is on PATH") {
       CHECK(out.find("etrun v" ETRUN_VERSION " (Horovod 0.28.1 launcher protocol):") == 0);
       CHECK(out.find("[X] Local processes (static Gloo)") != std::string::npos);
       CHECK(out.find("[ ] SSH to remote hosts (not supported yet)") != std::string::npos);
-      CHECK(out.find("[ ] Elastic (not supported yet)") != std::string::npos);
+      CHECK(out.find("[X] Elastic (Horovod's protocol, local hosts)") != std::string::npos);
       CHECK(out.find("[X] Gloo") != std::string::npos);
       CHECK(out.find("[ ] MPI (not supported yet; no mpirun on PATH)") != std::string::npos);
 #if defined(ETRUN_HAVE_CUDA) && ETRUN_HAVE_CUDA
@@ -700,7 +712,7 @@ std::string FirstLongName(const Strings& names) {
 }
 
 TEST_CASE("every long prefix that is unique in horovodrun still resolves to the same option") {
-  // Given etrun's extra --grace-period and --timestamp-format, no abbreviation that worked with
+  // Given etrun's extra --grace-period, --timestamp-format and --discovery-*, no abbreviation that worked with
   // horovodrun may become ambiguous or change meaning. Full names are prefixes too, so this also
   // checks that every horovodrun option exists.
   const std::vector<Strings> horovod = HorovodrunOptions();
@@ -722,6 +734,9 @@ TEST_CASE("every long prefix that is unique in horovodrun still resolves to the 
         }
         if (expected.empty() && matching == 1) expected = FirstLongName(option);
         if (expected.empty()) continue;
+        // The one deliberate loss: the issue names etrun's --discovery-interval, so --d, --di
+        // and --dis (once --disable-cache, a no-op in etrun) are now ambiguous; --disa works.
+        if (prefix == "--d" || prefix == "--di" || prefix == "--dis") continue;
         NormalizedArgs out;
         std::string err;
         CAPTURE(prefix);
@@ -756,7 +771,7 @@ TEST_CASE("the abbreviations users rely on resolve as in horovodrun") {
       {"--timeline-f", "--timeline-filename=1"},
       {"--thread", "--thread-affinity=1"},
       {"--tc", "--tcp"},
-      {"--dis", "--disable-cache"},
+      {"--disa", "--disable-cache"},
       // etrun's own flags, and the improvement for aliases of one option.
       {"--gr", "--grace-period=1"},
       {"--timestamp", "--timestamp-format=1"},

@@ -1,0 +1,319 @@
+// RunElastic: binds the ElasticDriver state machine to the real world: discovery script runs,
+// rank processes (RankSet), the rendezvous HTTP server and the notifier, timers and signals,
+// all on one io_context.
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
+#include "discovery/network.h"
+#include "discovery/script_runner.h"
+#include "launcher/driver.h"
+#include "launcher/elastic_driver.h"
+#include "launcher/guardian.h"
+#include "launcher/output_sink.h"
+#include "launcher/rank_set.h"
+#include "rendezvous/elastic_handler.h"
+#include "rendezvous/http_server.h"
+#include "rendezvous/notifier.h"
+
+namespace etrun::launcher {
+
+namespace asio = boost::asio;
+
+namespace {
+
+TimePoint Now() { return std::chrono::steady_clock::now(); }
+
+// WorkerControl over a RankSet: each slot's process gets its round's environment; Stop sends
+// SIGTERM to its process group and SIGKILL after the grace period.
+class RankSetWorkers : public WorkerControl {
+ public:
+  RankSetWorkers(asio::io_context* io, RankSet* ranks, OutputSink* sink, const JobConfig& config,
+                 const std::vector<std::string>& environment, const RunVars* run,
+                 const RankOutput& output, const ElasticDriver* const* driver)
+      : io_(io), ranks_(ranks), sink_(sink), config_(config), environment_(environment), run_(run),
+        output_(output), driver_(driver), interfaces_(discovery::LocalInterfaces()) {}
+
+  // Called when a slot's process cannot even start: reported like an exit with code 127.
+  std::function<void(const SlotKey&, ExitStatus)> on_start_failure;
+
+  void Start(const rendezvous::SlotInfo& slot) override {
+    SlotKey key{slot.hostname, slot.local_rank};
+    std::string err;
+    if (!discovery::IsLocalHost(slot.hostname, interfaces_)) {
+      err = "host '" + slot.hostname + "' is not this machine, and remote hosts over SSH are not "
+            "supported yet";
+      return Fail(key, err);
+    }
+    int group_rank = 0;
+    std::vector<std::string> seen;
+    for (const rendezvous::SlotInfo& s : (*driver_)->assignment()) {
+      if (std::find(seen.begin(), seen.end(), s.hostname) == seen.end()) seen.push_back(s.hostname);
+      if (s.hostname == slot.hostname) break;
+    }
+    group_rank = static_cast<int>(seen.size()) - 1;
+    LaunchSpec spec;
+    spec.argv = config_.command;
+    spec.env = BuildWorkerEnv(environment_, config_.tunables, slot, group_rank, *run_);
+    spdlog::debug("starting {}[{}] as rank {} of {}: {}", slot.hostname, slot.local_rank, slot.rank,
+                  slot.size, JoinCommand(spec.argv));
+    RankOutput output = output_;
+    if (!config_.output_filename.empty()) {
+      int out_fd = -1, err_fd = -1;
+      int np = config_.num_proc.value_or(1);
+      if (!OpenRankFiles(config_.output_filename, slot.rank, np, &out_fd, &err_fd, &err)) {
+        if (out_fd >= 0) close(out_fd);
+        return Fail(key, err);
+      }
+      std::string label = config_.output_filename + "/" + RankDirName(slot.rank, np);
+      output.file_out = sink_->AddDestination(out_fd, true, label + "/stdout");
+      output.file_err = sink_->AddDestination(err_fd, true, label + "/stderr");
+    }
+    int id = -1;
+    if (!ranks_->Start(slot.rank, slot.hostname, spec, output, &err, &id)) return Fail(key, err);
+    ids_[key] = id;
+    slots_[id] = key;
+    if (!ranks_->AwaitExecs(&err)) spdlog::error("{}", err);  // it exits 127 and is reaped
+  }
+
+  void Stop(const SlotKey& key) override {
+    auto it = ids_.find(key);
+    if (it == ids_.end()) return;
+    int id = it->second;
+    ranks_->Signal(id, SIGTERM);
+    auto timer = std::make_shared<asio::steady_timer>(
+        *io_, std::chrono::milliseconds(static_cast<long long>(config_.grace_period_s * 1000)));
+    RankSet* ranks = ranks_;
+    timer->async_wait([timer, ranks, id](const boost::system::error_code& ec) {
+      if (!ec) ranks->Signal(id, SIGKILL);
+    });
+  }
+
+  // The slot a finished process served; forgets the mapping.
+  std::optional<SlotKey> Finished(int id) {
+    auto it = slots_.find(id);
+    if (it == slots_.end()) return std::nullopt;
+    SlotKey key = it->second;
+    slots_.erase(it);
+    auto current = ids_.find(key);
+    if (current != ids_.end() && current->second == id) ids_.erase(current);
+    return key;
+  }
+
+ private:
+  void Fail(const SlotKey& key, const std::string& err) {
+    spdlog::error("cannot start {}[{}]: {}", key.first, key.second, err);
+    auto callback = on_start_failure;
+    asio::post(*io_, [callback, key] { callback(key, ExitStatus::Exited(kExitCommandNotFound)); });
+  }
+
+  asio::io_context* io_;
+  RankSet* ranks_;
+  OutputSink* sink_;
+  const JobConfig& config_;
+  const std::vector<std::string>& environment_;
+  const RunVars* run_;  // its rendezvous port is known only once the server listens
+  RankOutput output_;
+  const ElasticDriver* const* driver_;
+  std::vector<discovery::Interface> interfaces_;
+  std::map<SlotKey, int> ids_;
+  std::map<int, SlotKey> slots_;
+};
+
+class NotifierAdapter : public CoordinatorNotifier {
+ public:
+  explicit NotifierAdapter(rendezvous::Notifier* notifier) : notifier_(notifier) {}
+  void Register(const rendezvous::WorkerRegistration& registration,
+                std::function<void(bool, std::string)> done) override {
+    notifier_->Register(registration, std::move(done));
+  }
+  bool IsRegistered(const SlotKey& slot) const override {
+    return notifier_->IsRegistered(slot.first, slot.second);
+  }
+  void Notify(const SlotKey& slot, rendezvous::HostUpdateResult res,
+              std::function<void(bool, std::string)> done) override {
+    notifier_->Notify(slot.first, slot.second, notifier_->NextTimestamp(), res, std::move(done));
+  }
+
+ private:
+  rendezvous::Notifier* notifier_;
+};
+
+std::chrono::milliseconds ElasticTimeout(const JobConfig& config,
+                                         const std::vector<std::string>& environment) {
+  int seconds = 600;
+  for (const std::string& kv : environment) {
+    if (kv.starts_with("HOROVOD_ELASTIC_TIMEOUT=")) {
+      try {
+        seconds = std::stoi(kv.substr(24));
+      } catch (const std::exception&) {
+        spdlog::warn("ignoring HOROVOD_ELASTIC_TIMEOUT={}: not a whole number", kv.substr(24));
+      }
+    }
+  }
+  if (config.elastic_timeout_s) seconds = *config.elastic_timeout_s;
+  return std::chrono::seconds(seconds);
+}
+
+}  // namespace
+
+int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std::string>& environment) {
+  std::string err;
+  // Hosts come from the script, or are fixed (-H, --hostfile, or localhost:<np>).
+  std::string fixed_hosts;
+  if (config.host_discovery_script.empty()) {
+    std::vector<discovery::HostSlots> hosts;
+    if (!ResolveHosts(config, &hosts, &err)) {
+      spdlog::error("{}", err);
+      return kExitUsage;
+    }
+    for (const discovery::HostSlots& h : hosts) fixed_hosts += h.name + ":" + std::to_string(h.slots) + "\n";
+  }
+  RunVars run;
+  std::string driver_ip;
+  if (!discovery::ChooseLocalNics(config.network_interfaces, discovery::LocalInterfaces(), &run.nics,
+                                  &driver_ip, &err)) {
+    spdlog::error("{}", err);
+    return kExitUsage;
+  }
+  run.elastic = true;
+  run.rendezvous_addr = driver_ip;
+  run.master_addr = driver_ip;
+  run.master_port = discovery::FindFreePort(driver_ip, &err);
+
+  Guardian guardian;
+  if (!guardian.Start(&err)) spdlog::warn("{}; ranks may outlive etrun if it is killed", err);
+  signal(SIGPIPE, SIG_IGN);
+
+  asio::io_context io;
+  asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
+  signals.add(SIGUSR1);
+  signals.add(SIGUSR2);
+  signals.add(SIGCHLD);
+
+  OutputSink sink;
+  RankOutput output;
+  output.console_out = sink.AddDestination(STDOUT_FILENO, false, "stdout");
+  output.console_err = sink.AddDestination(STDERR_FILENO, false, "stderr");
+  output.timestamps = config.prefix_timestamp;
+  output.timestamp_format = config.timestamp_format;
+  auto grace = std::chrono::milliseconds(static_cast<long long>(config.grace_period_s * 1000));
+  RankSet ranks(&io, spawner, &sink, &guardian, grace);
+
+  ElasticOptions options;
+  options.np = config.num_proc.value_or(1);
+  options.min_np = config.min_np.value_or(options.np);
+  options.max_np = config.max_np;
+  options.default_slots = config.slots_per_host.value_or(1);
+  options.elastic_timeout = ElasticTimeout(config, environment);
+  options.reset_limit = config.reset_limit;
+
+  rendezvous::KvStore store;
+  rendezvous::Notifier notifier(&io);
+  NotifierAdapter notifier_adapter(&notifier);
+  discovery::HostManager hosts(config.cooldown_range, [] { return static_cast<double>(random()) / (static_cast<double>(RAND_MAX) + 1.0); });
+  const ElasticDriver* driver_view = nullptr;
+  rendezvous::HttpServer* server_ptr = nullptr;
+  RankSetWorkers workers(&io, &ranks, &sink, config, environment, &run, output, &driver_view);
+  ElasticDriver driver(options, &hosts, &workers, &notifier_adapter, &store, Now());
+  driver_view = &driver;
+  rendezvous::RendezvousHandler handler(&store, &driver);
+  rendezvous::HttpServer server(&io, &handler);
+  server_ptr = &server;
+  if (!server.Listen(driver_ip, 0, &err)) {
+    spdlog::error("rendezvous server: {}", err);
+    return kExitFailure;
+  }
+  run.rendezvous_port = server.port();  // before the first worker starts
+
+  asio::steady_timer poll_timer(io), tick_timer(io);
+  bool done = false;
+  auto check_done = [&] {
+    if (done || !driver.finished() || ranks.active() > 0) return;
+    done = true;
+    signals.cancel();
+    poll_timer.cancel();
+    tick_timer.cancel();
+    server_ptr->Stop();
+    io.stop();
+  };
+  workers.on_start_failure = [&](const SlotKey& key, ExitStatus status) {
+    driver.OnWorkerExit(key, status, Now());
+    check_done();
+  };
+  ranks.set_on_finished([&](const RankSet::Finished& f) {
+    if (auto key = workers.Finished(f.id)) driver.OnWorkerExit(*key, f.status, Now());
+    check_done();
+  });
+
+  // Discovery: one run at a time, the interval counted from the end of the last.
+  auto interval = std::chrono::milliseconds(
+      static_cast<long long>(config.discovery_interval_s.value_or(1.0) * 1000));
+  auto timeout = std::chrono::milliseconds(
+      static_cast<long long>(config.discovery_timeout_s.value_or(30.0) * 1000));
+  discovery::ShellScriptRunner runner(config.host_discovery_script, timeout);
+  std::function<void()> poll;
+  auto after_poll = [&](discovery::ScriptResult result) {
+    if (!result.ok || !result.errors.empty()) {
+      // The script's stderr reaches the user as horovodrun passes it through.
+      if (!result.errors.empty()) sink.Append(output.console_err, result.errors);
+    }
+    driver.OnDiscovery(result, Now());
+    check_done();
+    if (done) return;
+    poll_timer.expires_after(interval);
+    poll_timer.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) poll();
+    });
+  };
+  poll = [&] {
+    if (!fixed_hosts.empty()) return after_poll({true, fixed_hosts, "", ""});
+    runner.Run([&io, after_poll](discovery::ScriptResult result) {
+      asio::post(io, [after_poll, result] { after_poll(result); });
+    });
+  };
+
+  std::function<void(const boost::system::error_code&)> tick = [&](const boost::system::error_code& ec) {
+    if (ec) return;
+    driver.OnTick(Now());
+    check_done();
+    if (done) return;
+    tick_timer.expires_after(std::chrono::milliseconds(100));
+    tick_timer.async_wait(tick);
+  };
+
+  int stop_signal = 0;
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        if (sig == SIGCHLD) {
+          ranks.Reap();
+        } else if (sig == SIGUSR1 || sig == SIGUSR2) {
+          ranks.SignalAll(sig);
+        } else if (stop_signal != 0) {
+          spdlog::warn("received {} again: killing every rank now", SignalName(sig));
+          ranks.SignalAll(SIGKILL);
+        } else {
+          stop_signal = sig;
+          driver.Abort(128 + sig, "received " + SignalName(sig));
+        }
+        check_done();
+        if (!done) signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
+  spdlog::debug("rendezvous server listening on {}:{}", driver_ip, server.port());
+  poll();
+  tick_timer.expires_after(std::chrono::milliseconds(100));
+  tick_timer.async_wait(tick);
+  io.run();
+  sink.Flush();
+  if (!driver.summary().empty()) spdlog::error("{}", driver.summary());
+  return driver.exit_code();
+}
+
+}  // namespace etrun::launcher
