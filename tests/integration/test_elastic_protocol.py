@@ -1,0 +1,128 @@
+"""Horovod's elastic protocol end to end: etrun + the elastic stand-in worker
+(tests/integration/elastic_standin.py: rank_and_size on reset, worker_addresses + notification
+service, commit-time host-update checks, a real mini-collective between ranks)."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+from conftest import ETRUN, PYTHON, processes_with_marker, wait_until
+
+STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "elastic_standin.py")
+HOSTNAME = os.uname().nodename
+
+
+class ElasticJob:
+    """An etrun elastic job whose discovery script prints the test's hosts file."""
+
+    def __init__(self, tmp_path, marker_env, hosts, steps, extra=()):
+        self.hosts_file = tmp_path / "hosts"
+        self.set_hosts(hosts)
+        script = tmp_path / "discover.sh"
+        script.write_text(f"#!/bin/sh\ncat {self.hosts_file}\n")
+        script.chmod(0o755)
+        env = dict(os.environ, **marker_env)
+        self.out_path = tmp_path / "out.txt"
+        self.proc = subprocess.Popen(
+            [ETRUN, "-np", str(len(hosts)), "--min-np", "1", "--discovery-interval", "0.1",
+             "--host-discovery-script", str(script), *extra, PYTHON, STANDIN, "--steps", str(steps),
+             "--step-seconds", "0.05", "--timeout", "120"],
+            stdout=open(self.out_path, "wb"), stderr=subprocess.PIPE, env=env,
+            stdin=subprocess.DEVNULL)
+
+    def set_hosts(self, hosts):
+        tmp = self.hosts_file.with_suffix(".tmp")
+        tmp.write_text("".join(f"{h}:1\n" for h in hosts))
+        tmp.rename(self.hosts_file)  # the script never sees a half-written file
+
+    def lines(self):
+        return self.out_path.read_text(errors="replace").splitlines()
+
+    def wait_for_size(self, size, timeout=60):
+        """Waits until a step is committed at this world size."""
+        pattern = re.compile(rf"<stdout>:step \d+ rank \d+ size {size}$")
+        start = len(self.lines())
+        return wait_until(lambda: any(pattern.search(l) for l in self.lines()[start:]), timeout)
+
+    def finish(self, timeout=120):
+        rc = self.proc.wait(timeout=timeout)
+        return rc, self.proc.stderr.read().decode(errors="replace")
+
+
+def committed_steps(lines):
+    steps = set()
+    for line in lines:
+        m = re.search(r"<stdout>:step (\d+) rank \d+ size \d+$", line)
+        if m:
+            steps.add(int(m.group(1)))
+    return steps
+
+
+def sizes_in_order(lines):
+    sizes = []
+    for line in lines:
+        m = re.search(r"<stdout>:step \d+ rank \d+ size (\d+)$", line)
+        if m and (not sizes or sizes[-1] != int(m.group(1))):
+            sizes.append(int(m.group(1)))
+    return sizes
+
+
+def test_a_job_grows_from_two_to_three_and_shrinks_back_finishing_every_step(tmp_path, marker_env):
+    job = ElasticJob(tmp_path, marker_env, ["localhost", "127.0.0.1"], steps=150)
+    assert job.wait_for_size(2)
+    job.set_hosts(["localhost", "127.0.0.1", HOSTNAME])
+    assert job.wait_for_size(3)
+    job.set_hosts(["localhost", HOSTNAME])  # the host of rank 1 leaves
+    assert job.wait_for_size(2)
+    rc, err = job.finish()
+    lines = job.lines()
+    assert rc == 0, err
+    assert sizes_in_order(lines) == [2, 3, 2]
+    assert committed_steps(lines) == set(range(150))
+    done = [l for l in lines if "<stdout>:done 150 steps" in l]
+    assert len(done) == 2 and all(l.endswith("size 2") for l in done)
+    # The removed worker was drained: told -1 and stopped, not counted as a failure.
+    assert "error" not in err.lower() or "has been removed" in err
+    assert processes_with_marker(next(iter(marker_env.values()))) == []
+
+
+def test_removing_rank_zeros_host_moves_rank_zero(tmp_path, marker_env):
+    job = ElasticJob(tmp_path, marker_env, ["localhost", "127.0.0.1"], steps=100)
+    assert job.wait_for_size(2)
+    job.set_hosts(["127.0.0.1"])
+    assert job.wait_for_size(1)
+    rc, err = job.finish()
+    assert rc == 0, err
+    assert any(l == "[1]<stdout>:reset: rank 1 -> 0 size 1" for l in job.lines())
+    assert committed_steps(job.lines()) == set(range(100))
+
+
+def standin_pid_on(marker, host):
+    for pid in processes_with_marker(marker):
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if b"elastic_standin.py" in cmd and b"HOROVOD_HOSTNAME=" + host.encode() in env:
+            return pid
+    return None
+
+
+def test_a_killed_rank_is_blacklisted_then_replaced_after_its_cooldown(tmp_path, marker_env):
+    marker = next(iter(marker_env.values()))
+    job = ElasticJob(tmp_path, marker_env, ["localhost", "127.0.0.1", HOSTNAME], steps=300,
+                     extra=["--blacklist-cooldown-range", "1", "2"])
+    assert job.wait_for_size(3)
+    victim = standin_pid_on(marker, "127.0.0.1")
+    assert victim
+    os.kill(victim, signal.SIGKILL)
+    assert job.wait_for_size(2)          # survivors reset without it
+    assert job.wait_for_size(3)          # back after the cooldown, in a new process
+    assert standin_pid_on(marker, "127.0.0.1") not in (None, victim)
+    rc, err = job.finish()
+    assert rc == 0, err
+    assert sizes_in_order(job.lines())[:3] == [3, 2, 3]
+    assert committed_steps(job.lines()) == set(range(300))
+    assert processes_with_marker(marker) == []
