@@ -371,6 +371,13 @@ void FlagTable::AddHostsAndElastic(JobConfig* c) {
                    "Seconds between the end of one discovery script run and the next "
                    "(default: 1, as horovodrun; at least 0.1).")
       ->type_name("SECONDS");
+  Value<std::string>(
+      "--elastic-mode", [c](const std::string& v) { c->restart_mode = v == "restart"; },
+      "horovod (default): workers speak Horovod's elastic protocol (hvd.elastic.run); restart: "
+      "torchrun semantics for other workers, e.g. torch.distributed: every change or failure "
+      "restarts all ranks with the new world.")
+      ->type_name("MODE")
+      ->check(OneOf("--elastic-mode", {"horovod", "restart"}));
   Optional<double>("--discovery-timeout", &c->discovery_timeout_s,
                    "Seconds a discovery script run may take before it is killed (default: 30).")
       ->type_name("SECONDS");

@@ -91,8 +91,37 @@ void ElasticDriver::OnDiscovery(const discovery::ScriptResult& result, TimePoint
   std::vector<rendezvous::SlotInfo> plan;
   if (available < options_.min_np || !ComputeAssignment(&plan, &err)) plan.clear();
   if (plan == assignment_) return;
+  if (options_.restart_all) return BeginRestart("the hosts changed");
   pending_flags_ |= flags;
   MaybeNotify();
+}
+
+void ElasticDriver::BeginRestart(const std::string& why) {
+  if (phase_ != Phase::kRunning) return;
+  if (options_.reset_limit && resets_ >= *options_.reset_limit) {
+    return Stop(first_failure_status_ ? first_failure_status_->ShellCode() : kExitFailure,
+                why + ", and the number of restarts reached the limit: " +
+                    std::to_string(*options_.reset_limit) + " (--reset-limit)" +
+                    (first_failure_.empty() ? std::string() : "; first failure: " + first_failure_));
+  }
+  spdlog::info("restarting all {} workers: {}", live_.size(), why);
+  phase_ = Phase::kRestarting;
+  records_.clear();
+  for (auto& [key, live] : live_) {
+    if (!live.draining) {
+      live.draining = true;
+      workers_->Stop(key);
+    }
+  }
+  MaybeRestart();
+}
+
+void ElasticDriver::MaybeRestart() {
+  if (phase_ != Phase::kRestarting || !live_.empty()) return;
+  ++resets_;
+  if (hosts_->AvailableSlots() >= options_.min_np) return Activate();
+  phase_ = Phase::kResuming;
+  wait_deadline_ = now_ + options_.elastic_timeout;
 }
 
 void ElasticDriver::MaybeNotify() {
@@ -122,7 +151,7 @@ void ElasticDriver::Activate() {
     phase_ = phase_ == Phase::kWaitingToStart ? phase_ : Phase::kResuming;
     return;
   }
-  if (round_ > 0) {
+  if (round_ > 0 && !options_.restart_all) {
     bool survivor = false;
     for (const rendezvous::SlotInfo& s : plan) {
       auto it = live_.find({s.hostname, s.local_rank});
@@ -276,6 +305,7 @@ void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoin
   waiting_.erase(key);
   if (draining) {
     spdlog::debug("worker {} drained ({})", Describe(key), status.Describe());
+    MaybeRestart();
     return MaybeFinish();
   }
   if (!status.success() && !first_failure_status_) {
@@ -283,7 +313,14 @@ void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoin
     first_failure_ = "worker " + Describe(key) + " " + status.Describe();
   }
   if (!status.success()) spdlog::warn("worker {} {}", Describe(key), status.Describe());
-  if (phase_ == Phase::kRunning && SlotOf(key)) {
+  if (options_.restart_all && phase_ == Phase::kRunning && SlotOf(key)) {
+    if (!status.success()) {
+      BeginRestart("worker " + Describe(key) + " " + status.Describe());
+    } else {
+      records_[key] = Record::kSuccess;  // the job succeeds once every slot has
+      if (records_.size() == assignment_.size()) Stop(kExitOk, "");
+    }
+  } else if (phase_ == Phase::kRunning && SlotOf(key)) {
     Record(key, status.success() ? Record::kSuccess : Record::kFailure, now);
   } else if (phase_ == Phase::kResuming && !status.success()) {
     hosts_->Blacklist(key.first, now);

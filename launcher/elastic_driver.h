@@ -16,6 +16,8 @@
 //  * a worker that finishes (exit 0) while others wait in a reset ends the job successfully: the
 //    waiting ones are released (-1) and drained instead of being killed into a failure;
 //  * the exit code is the first failing rank's own, not 1.
+// With ElasticOptions::restart_all the driver instead follows torchrun: any change or failure
+// stops all workers and starts the whole new world afresh.
 // Driver thread only.
 #ifndef ETRUN_LAUNCHER_ELASTIC_DRIVER_H_
 #define ETRUN_LAUNCHER_ELASTIC_DRIVER_H_
@@ -48,6 +50,10 @@ struct ElasticOptions {
   int default_slots = 1;              // --slots-per-host for discovery lines without a count
   std::chrono::milliseconds elastic_timeout{600000};  // waiting for slots, and a round's deadline
   std::optional<int> reset_limit;
+  // torchrun semantics for workers that do not speak Horovod's elastic protocol: on a change
+  // that alters the assignment, or on any failure, every worker is stopped and all slots start
+  // afresh with the new world. Counts against reset_limit; failed hosts are not blacklisted.
+  bool restart_all = false;
 };
 
 // Starts and stops the process of a slot. Real: RankSet with each slot's environment.
@@ -100,7 +106,7 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   size_t live_workers() const { return live_.size(); }
 
  private:
-  enum class Phase { kWaitingToStart, kRunning, kResuming, kStopping, kDone };
+  enum class Phase { kWaitingToStart, kRunning, kRestarting, kResuming, kStopping, kDone };
   enum class Record { kReady, kSuccess, kFailure };
   struct Live {
     int launch_rank = 0;  // the rank its output is labelled with
@@ -114,6 +120,8 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   void Decide(TimePoint now);
   void ReleaseWaiting();  // answers held rank_and_size requests from the current assignment
   void MaybeNotify();
+  void BeginRestart(const std::string& why);
+  void MaybeRestart();
   void Stop(int exit_code, std::string summary);
   void MaybeFinish();
   std::optional<rendezvous::SlotInfo> SlotOf(const SlotKey& key) const;

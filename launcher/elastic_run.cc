@@ -59,7 +59,27 @@ class RankSetWorkers : public WorkerControl {
     group_rank = static_cast<int>(seen.size()) - 1;
     LaunchSpec spec;
     spec.argv = config_.command;
-    spec.env = BuildWorkerEnv(environment_, config_.tunables, slot, group_rank, *run_);
+    RunVars run = *run_;
+    if (config_.restart_mode) {
+      // Every restart is a new torch.distributed world: a fresh store port for rank 0.
+      if ((*driver_)->round() != port_round_) {
+        std::string port_err;
+        int port = discovery::FindFreePort(run.master_addr, &port_err);
+        if (port != 0) master_port_ = port;
+        port_round_ = (*driver_)->round();
+      }
+      if (master_port_ != 0) run.master_port = master_port_;
+    }
+    spec.env = BuildWorkerEnv(environment_, config_.tunables, slot, group_rank, run);
+    if (config_.restart_mode) {
+      // Ours win over inherited ones: drop those first (getenv finds the first of duplicates).
+      std::erase_if(spec.env, [](const std::string& kv) {
+        return kv.starts_with("TORCHELASTIC_RESTART_COUNT=") || kv.starts_with("TORCHELASTIC_MAX_RESTARTS=");
+      });
+      spec.env.push_back("TORCHELASTIC_RESTART_COUNT=" + std::to_string((*driver_)->resets()));
+      spec.env.push_back("TORCHELASTIC_MAX_RESTARTS=" +
+                         std::to_string(config_.reset_limit.value_or(-1)));
+    }
     spdlog::debug("starting {}[{}] as rank {} of {}: {}", slot.hostname, slot.local_rank, slot.rank,
                   slot.size, JoinCommand(spec.argv));
     RankOutput output = output_;
@@ -123,6 +143,8 @@ class RankSetWorkers : public WorkerControl {
   std::vector<discovery::Interface> interfaces_;
   std::map<SlotKey, int> ids_;
   std::map<int, SlotKey> slots_;
+  int port_round_ = -1;
+  int master_port_ = 0;
 };
 
 class NotifierAdapter : public CoordinatorNotifier {
@@ -212,6 +234,7 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
   options.default_slots = config.slots_per_host.value_or(1);
   options.elastic_timeout = ElasticTimeout(config, environment);
   options.reset_limit = config.reset_limit;
+  options.restart_all = config.restart_mode;
 
   rendezvous::KvStore store;
   rendezvous::Notifier notifier(&io);

@@ -64,6 +64,7 @@ struct JobConfig {
   std::optional<int> start_timeout_s;          // --start-timeout
   std::optional<double> discovery_interval_s;  // --discovery-interval (etrun; default 1)
   std::optional<double> discovery_timeout_s;   // --discovery-timeout (etrun; default 30)
+  bool restart_mode = false;                   // --elastic-mode restart (etrun): torchrun semantics
   std::vector<std::string> network_interfaces; // --network-interface(s), in order, no duplicates
   std::string output_filename;                 // --output-filename DIR
   bool verbose = false;                        // --verbose

@@ -444,6 +444,9 @@ TEST_CASE("elastic flags are accepted and validated") {
   CHECK(c.host_discovery_script == "./d.sh");
   CHECK(c.discovery_interval_s == 0.1);
   CHECK(c.discovery_timeout_s == 5.0);
+  CHECK_FALSE(c.restart_mode);
+  CHECK(ParseOk({"--min-np", "1", "--elastic-mode", "restart"}).restart_mode);
+  CHECK(UsageError({"-np", "1", "--elastic-mode", "torch", "x"}).starts_with("etrun: error: --elastic-mode: "));
   CHECK(UsageError({"-np", "1", "--discovery-interval", "0.05", "x"}) ==
         "etrun: error: --discovery-interval: expected at least 0.1, got 0.05\n");
   CHECK(UsageError({"-np", "1", "--discovery-timeout", "0", "x"}) ==
@@ -734,9 +737,13 @@ TEST_CASE("every long prefix that is unique in horovodrun still resolves to the 
         }
         if (expected.empty() && matching == 1) expected = FirstLongName(option);
         if (expected.empty()) continue;
-        // The one deliberate loss: the issue names etrun's --discovery-interval, so --d, --di
-        // and --dis (once --disable-cache, a no-op in etrun) are now ambiguous; --disa works.
-        if (prefix == "--d" || prefix == "--di" || prefix == "--dis") continue;
+        // Deliberate losses (README): etrun's --discovery-* make --d, --di and --dis (once
+        // --disable-cache, a no-op in etrun) ambiguous, and --elastic-mode makes --e ... --elastic-
+        // (once --elastic-timeout) ambiguous; --disa and --elastic-t still work.
+        if (prefix == "--d" || prefix == "--di" || prefix == "--dis" ||
+            std::string("--elastic-").rfind(prefix, 0) == 0) {
+          continue;
+        }
         NormalizedArgs out;
         std::string err;
         CAPTURE(prefix);
@@ -757,7 +764,7 @@ TEST_CASE("the abbreviations users rely on resolve as in horovodrun") {
       {"--host-disc", "--host-discovery-script=1"},
       {"--num-p", "--num-proc=1"},
       {"--start", "--start-timeout=1"},
-      {"--elastic", "--elastic-timeout=1"},
+      {"--elastic-t", "--elastic-timeout=1"},
       {"--reset", "--reset-limit=1"},
       {"--output", "--output-filename=1"},
       {"--fusion", "--fusion-threshold-mb=1"},

@@ -348,3 +348,45 @@ TEST_CASE("a worker silent past the round's deadline is stopped and counted fail
   CHECK(Csv(*a) == "0,2,0,1,0,2");
   CHECK(Csv(*b) == "1,2,0,1,1,2");
 }
+
+TEST_CASE("restart mode: a host change stops every worker, then the new world starts afresh") {
+  ElasticOptions o = Job::Options();
+  o.restart_all = true;
+  Job job(o);
+  job.Discover("a:1\nb:1\n");
+  job.Discover("a:1\nb:1\nc:1\n");
+  CHECK(job.notifier.notified.empty());  // torch workers are not notified: they are restarted
+  CHECK(job.workers.stopped == std::vector<SlotKey>{{"a", 0}, {"b", 0}});
+  job.driver.OnWorkerExit({"a", 0}, ExitStatus::Signaled(15), job.now);
+  CHECK(job.workers.started.size() == 2);  // not before every old worker is gone
+  job.driver.OnWorkerExit({"b", 0}, ExitStatus::Signaled(15), job.now);
+  CHECK(job.StartedNames() == std::vector<std::string>{"a:0=r0", "b:0=r1", "a:0=r0", "b:0=r1", "c:0=r2"});
+  CHECK(job.driver.resets() == 1);
+  CHECK(job.driver.round() == 2);
+  job.Exit("a", 0, 0);
+  job.Exit("b", 0, 0);
+  CHECK_FALSE(job.driver.finished());
+  job.Exit("c", 0, 0);
+  REQUIRE(job.driver.finished());
+  CHECK(job.driver.exit_code() == 0);
+}
+
+TEST_CASE("restart mode: a failure restarts everyone, without blacklisting, up to the limit") {
+  ElasticOptions o = Job::Options();
+  o.restart_all = true;
+  o.reset_limit = 1;
+  Job job(o);
+  job.Discover("a:1\nb:1\n");
+  job.Exit("b", 0, 5);
+  CHECK(job.workers.stopped == std::vector<SlotKey>{{"a", 0}});
+  job.driver.OnWorkerExit({"a", 0}, ExitStatus::Signaled(15), job.now);
+  CHECK_FALSE(job.hosts.IsBlacklisted("b"));
+  CHECK(job.workers.started.size() == 4);  // both slots again
+  job.Exit("a", 0, 6);                      // second failure: the limit of 1 is reached
+  CHECK(job.driver.summary() ==
+        "worker a[0] exited with code 6, and the number of restarts reached the limit: 1 "
+        "(--reset-limit); first failure: worker b[0] exited with code 5");
+  job.driver.OnWorkerExit({"b", 0}, ExitStatus::Signaled(15), job.now);
+  REQUIRE(job.driver.finished());
+  CHECK(job.driver.exit_code() == 5);
+}
