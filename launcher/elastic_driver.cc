@@ -91,6 +91,7 @@ void ElasticDriver::OnDiscovery(const discovery::ScriptResult& result, TimePoint
   std::vector<rendezvous::SlotInfo> plan;
   if (available < options_.min_np || !ComputeAssignment(&plan, &err)) plan.clear();
   if (plan == assignment_) return;
+  spdlog::debug("host change seen (flags {}): {} slots available", flags, available);
   if (options_.restart_all) return BeginRestart("the hosts changed");
   pending_flags_ |= flags;
   MaybeNotify();
@@ -137,7 +138,7 @@ void ElasticDriver::MaybeNotify() {
   notifier_->Notify(coordinator, static_cast<rendezvous::HostUpdateResult>(flags),
                     [this, flags, coordinator](bool ok, std::string err) {
                       notify_in_flight_ = false;
-                      if (ok) return;
+                      if (ok) return spdlog::debug("rank 0 ({}) acknowledged the host change", Describe(coordinator));
                       spdlog::warn("could not notify rank 0 ({}) of a host change: {}; will retry",
                                    Describe(coordinator), err);
                       pending_flags_ |= flags;
@@ -178,6 +179,7 @@ void ElasticDriver::Activate() {
     live_[key] = Live{s.rank, false};
     workers_->Start(s);
   }
+  spdlog::debug("round {} started", round_);
 }
 
 void ElasticDriver::ReleaseWaiting() {
@@ -241,6 +243,7 @@ void ElasticDriver::MaybeDecide(TimePoint now) {
 }
 
 void ElasticDriver::Decide(TimePoint now) {
+  spdlog::debug("all {} workers of round {} are in", records_.size(), round_);
   int successes = 0, failures = 0;
   std::vector<SlotKey> failed;
   for (const auto& [key, record] : records_) {
