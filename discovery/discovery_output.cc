@@ -4,26 +4,6 @@
 #include <map>
 
 namespace etrun::discovery {
-namespace {
-
-std::string_view Trim(std::string_view s) {
-  const char* ws = " \t\r\n\v\f";
-  size_t b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
-
-bool ValidName(std::string_view name) {
-  if (name.empty()) return false;
-  for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 bool ParseDiscoveryOutput(std::string_view output, int default_slots,
                           std::vector<HostSlots>* hosts, std::vector<std::string>* warnings,
@@ -37,15 +17,15 @@ bool ParseDiscoveryOutput(std::string_view output, int default_slots,
     std::string_view raw = output.substr(pos, nl == std::string_view::npos ? output.npos : nl - pos);
     pos = nl == std::string_view::npos ? output.size() : nl + 1;
     ++line_no;
-    std::string_view line = Trim(raw);
+    std::string_view line = TrimWhitespace(raw);
     if (line.empty()) continue;
     std::string where = "line " + std::to_string(line_no) + ": ";
     std::string_view name = line;
     int slots = default_slots;
     size_t colon = line.find(':');
     if (colon != std::string_view::npos) {
-      name = Trim(line.substr(0, colon));
-      std::string_view count = Trim(line.substr(colon + 1));
+      name = TrimWhitespace(line.substr(0, colon));
+      std::string_view count = TrimWhitespace(line.substr(colon + 1));
       auto [ptr, ec] = std::from_chars(count.data(), count.data() + count.size(), slots);
       if (count.empty() || ec != std::errc() || ptr != count.data() + count.size() || slots < 0) {
         *err = where + "expected host or host:slots with a whole number of slots, got \"" +
@@ -53,7 +33,7 @@ bool ParseDiscoveryOutput(std::string_view output, int default_slots,
         return false;
       }
     }
-    if (!ValidName(name)) {
+    if (!IsValidHostName(name)) {
       *err = where + "expected host or host:slots (letters, digits, '.', '_', '-'), got \"" +
              std::string(line) + "\"";
       return false;

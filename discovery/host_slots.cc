@@ -6,27 +6,6 @@
 namespace etrun::discovery {
 namespace {
 
-std::string_view Trim(std::string_view s) {
-  const char* ws = " \t\r\n\v\f";
-  size_t b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  size_t e = s.find_last_not_of(ws);
-  return s.substr(b, e - b + 1);
-}
-
-bool IsHostChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.' || c == '-';
-}
-
-bool ValidHostName(std::string_view name) {
-  if (name.empty()) return false;
-  for (char c : name) {
-    if (!IsHostChar(c)) return false;
-  }
-  return true;
-}
-
 // Parses a non-negative decimal slot count that fits an int.
 bool ParseSlots(std::string_view text, int* slots) {
   if (text.empty()) return false;
@@ -49,16 +28,33 @@ bool AddHost(std::vector<HostSlots>* out, std::set<std::string>* seen, std::stri
 
 }  // namespace
 
+bool IsValidHostName(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string_view TrimWhitespace(std::string_view text) {
+  const char* ws = " \t\r\n\v\f";
+  size_t b = text.find_first_not_of(ws);
+  if (b == std::string_view::npos) return {};
+  return text.substr(b, text.find_last_not_of(ws) - b + 1);
+}
+
 bool ParseHostsFlag(std::string_view text, std::vector<HostSlots>* hosts, std::string* err) {
   std::vector<HostSlots> parsed;
   std::set<std::string> seen;
   size_t pos = 0;
   while (true) {
     size_t comma = text.find(',', pos);
-    std::string_view element = Trim(text.substr(pos, comma == std::string_view::npos ? text.npos : comma - pos));
+    std::string_view element = TrimWhitespace(text.substr(pos, comma == std::string_view::npos ? text.npos : comma - pos));
     size_t colon = element.rfind(':');
     int slots = 0;
-    if (colon == std::string_view::npos || !ValidHostName(element.substr(0, colon)) ||
+    if (colon == std::string_view::npos || !IsValidHostName(element.substr(0, colon)) ||
         !ParseSlots(element.substr(colon + 1), &slots)) {
       *err = "invalid host '" + std::string(element) + "' in -H '" + std::string(text) +
              "': expected host:slots pairs like worker-0:2,worker-1:2";
@@ -84,7 +80,7 @@ bool ParseHostfile(std::string_view path, std::string_view contents,
     pos = nl == std::string_view::npos ? contents.size() + 1 : nl + 1;
     ++line_no;
     if (size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
-    line = Trim(line);
+    line = TrimWhitespace(line);
     if (line.empty()) continue;
     std::string where = std::string(path) + " line " + std::to_string(line_no) + ": ";
 
@@ -97,7 +93,7 @@ bool ParseHostfile(std::string_view path, std::string_view contents,
       while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
       if (i > start) fields.push_back(line.substr(start, i - start));
     }
-    if (!ValidHostName(fields[0])) {
+    if (!IsValidHostName(fields[0])) {
       *err = where + "invalid host name '" + std::string(fields[0]) +
              "': expected a line like 'worker-0 slots=4'";
       return false;

@@ -31,6 +31,13 @@ bool ParseHostsFlag(std::string_view text, std::vector<HostSlots>* hosts, std::s
 bool ParseHostfile(std::string_view path, std::string_view contents,
                    std::vector<HostSlots>* hosts, std::string* err);
 
+// Whether `name` is a host name horovodrun accepts: letters, digits, '_', '.', '-' (its
+// `[\w.-]+`, ASCII here), not empty.
+bool IsValidHostName(std::string_view name);
+
+// `text` without leading and trailing whitespace (spaces, tabs, CR, LF, VT, FF).
+std::string_view TrimWhitespace(std::string_view text);
+
 // Total slots of all hosts.
 int TotalSlots(const std::vector<HostSlots>& hosts);
 

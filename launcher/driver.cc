@@ -152,6 +152,19 @@ bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* e
   return true;
 }
 
+RankOutput ConsoleOutput(const JobConfig& config, OutputSink* sink) {
+  RankOutput output;
+  output.console_out = sink->AddDestination(STDOUT_FILENO, false, "stdout");
+  output.console_err = sink->AddDestination(STDERR_FILENO, false, "stderr");
+  output.timestamps = config.prefix_timestamp;
+  output.timestamp_format = config.timestamp_format;
+  return output;
+}
+
+std::chrono::milliseconds GracePeriod(const JobConfig& config) {
+  return std::chrono::milliseconds(static_cast<long long>(config.grace_period_s * 1000));
+}
+
 Driver::Driver(const JobConfig& config, Spawner* spawner, std::vector<std::string> environment)
     : config_(config), spawner_(spawner), environ_(std::move(environment)) {}
 
@@ -198,13 +211,8 @@ int Driver::Run() {
   spdlog::debug("rendezvous server listening on {}:{}", plan.run.rendezvous_addr, server.port());
 
   OutputSink sink;
-  RankOutput output;
-  output.console_out = sink.AddDestination(STDOUT_FILENO, false, "stdout");
-  output.console_err = sink.AddDestination(STDERR_FILENO, false, "stderr");
-  output.timestamps = config_.prefix_timestamp;
-  output.timestamp_format = config_.timestamp_format;
-
-  auto grace = std::chrono::milliseconds(static_cast<long long>(config_.grace_period_s * 1000));
+  RankOutput output = ConsoleOutput(config_, &sink);
+  auto grace = GracePeriod(config_);
   RankSet ranks(&io, spawner_, &sink, &guardian, grace);
   asio::steady_timer kill_timer(io);
   std::optional<RankSet::Finished> first_failure;

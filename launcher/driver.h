@@ -5,6 +5,7 @@
 #ifndef ETRUN_LAUNCHER_DRIVER_H_
 #define ETRUN_LAUNCHER_DRIVER_H_
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,13 @@ bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* e
 
 // The command as a shell would show it, quoting what needs quoting (for --verbose).
 std::string JoinCommand(const std::vector<std::string>& argv);
+
+// Registers etrun's stdout and stderr on `sink` and returns the console output settings of
+// `config` (timestamps), for ranks to copy and add their files to.
+struct RankOutput ConsoleOutput(const JobConfig& config, class OutputSink* sink);
+
+// --grace-period as a duration.
+std::chrono::milliseconds GracePeriod(const JobConfig& config);
 
 // Runs an elastic job (launcher/elastic_run.cc); returns etrun's exit code.
 int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std::string>& environment);

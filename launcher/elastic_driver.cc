@@ -108,12 +108,7 @@ void ElasticDriver::BeginRestart(const std::string& why) {
   spdlog::info("restarting all {} workers: {}", live_.size(), why);
   phase_ = Phase::kRestarting;
   records_.clear();
-  for (auto& [key, live] : live_) {
-    if (!live.draining) {
-      live.draining = true;
-      workers_->Stop(key);
-    }
-  }
+  for (auto& [key, live] : live_) Drain(key);
   MaybeRestart();
 }
 
@@ -188,13 +183,7 @@ void ElasticDriver::ReleaseWaiting() {
   for (auto& [key, reply] : waiting) {
     std::optional<rendezvous::SlotInfo> slot = SlotOf(key);
     reply(slot);
-    if (!slot) {
-      auto it = live_.find(key);
-      if (it != live_.end() && !it->second.draining) {
-        it->second.draining = true;
-        workers_->Stop(key);
-      }
-    }
+    if (!slot) Drain(key);
   }
 }
 
@@ -204,12 +193,7 @@ void ElasticDriver::RecordReady(const std::string& host, int local_rank,
   if (phase_ == Phase::kStopping || phase_ == Phase::kDone) return reply(std::nullopt);
   if (phase_ == Phase::kRunning && !SlotOf(key)) {  // its slot is gone: release and drain it
     reply(std::nullopt);
-    auto it = live_.find(key);
-    if (it != live_.end() && !it->second.draining) {
-      it->second.draining = true;
-      workers_->Stop(key);
-    }
-    return;
+    return Drain(key);
   }
   waiting_[key] = std::move(reply);
   if (phase_ != Phase::kRunning) return;  // answered when the next round opens
@@ -266,10 +250,7 @@ void ElasticDriver::Decide(TimePoint now) {
     spdlog::warn("blacklisting host {} after {} failed", key.first, Describe(key));
     hosts_->Blacklist(key.first, now);
     for (auto& [other, live] : live_) {
-      if (other.first == key.first && !live.draining) {
-        live.draining = true;
-        workers_->Stop(other);
-      }
+      if (other.first == key.first) Drain(other);
     }
   }
   // Workers waiting on a blacklisted host are released now, not after a slot wait.
@@ -358,11 +339,7 @@ void ElasticDriver::OnTick(TimePoint now) {
         first_failure_ = "worker " + Describe(key) + " hung in a reset";
       }
       records_[key] = Record::kFailure;
-      auto it = live_.find(key);
-      if (it != live_.end() && !it->second.draining) {
-        it->second.draining = true;
-        workers_->Stop(key);
-      }
+      Drain(key);
     }
     MaybeDecide(now);
     return;
@@ -380,13 +357,15 @@ void ElasticDriver::Stop(int exit_code, std::string summary) {
   auto waiting = std::move(waiting_);
   waiting_.clear();
   for (auto& [key, reply] : waiting) reply(std::nullopt);
-  for (auto& [key, live] : live_) {
-    if (!live.draining) {
-      live.draining = true;
-      workers_->Stop(key);
-    }
-  }
+  for (auto& [key, live] : live_) Drain(key);
   MaybeFinish();
+}
+
+void ElasticDriver::Drain(const SlotKey& key) {
+  auto it = live_.find(key);
+  if (it == live_.end() || it->second.draining) return;
+  it->second.draining = true;
+  workers_->Stop(key);
 }
 
 void ElasticDriver::MaybeFinish() {

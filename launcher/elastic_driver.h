@@ -123,6 +123,8 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   void BeginRestart(const std::string& why);
   void MaybeRestart();
   void Stop(int exit_code, std::string summary);
+  // Stops a live worker whose exit no longer counts (removed, blacklisted, stopping).
+  void Drain(const SlotKey& key);
   void MaybeFinish();
   std::optional<rendezvous::SlotInfo> SlotOf(const SlotKey& key) const;
   std::string Describe(const SlotKey& key) const;

@@ -106,8 +106,7 @@ class RankSetWorkers : public WorkerControl {
     if (it == ids_.end()) return;
     int id = it->second;
     ranks_->Signal(id, SIGTERM);
-    auto timer = std::make_shared<asio::steady_timer>(
-        *io_, std::chrono::milliseconds(static_cast<long long>(config_.grace_period_s * 1000)));
+    auto timer = std::make_shared<asio::steady_timer>(*io_, GracePeriod(config_));
     RankSet* ranks = ranks_;
     timer->async_wait([timer, ranks, id](const boost::system::error_code& ec) {
       if (!ec) ranks->Signal(id, SIGKILL);
@@ -219,13 +218,8 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
   signals.add(SIGCHLD);
 
   OutputSink sink;
-  RankOutput output;
-  output.console_out = sink.AddDestination(STDOUT_FILENO, false, "stdout");
-  output.console_err = sink.AddDestination(STDERR_FILENO, false, "stderr");
-  output.timestamps = config.prefix_timestamp;
-  output.timestamp_format = config.timestamp_format;
-  auto grace = std::chrono::milliseconds(static_cast<long long>(config.grace_period_s * 1000));
-  RankSet ranks(&io, spawner, &sink, &guardian, grace);
+  RankOutput output = ConsoleOutput(config, &sink);
+  RankSet ranks(&io, spawner, &sink, &guardian, GracePeriod(config));
 
   ElasticOptions options;
   options.np = config.num_proc.value_or(1);
