@@ -331,6 +331,14 @@ void FlagTable::AddGeneral(JobConfig* c) {
   Text("-i,--ssh-identity-file", &c->ssh_identity_file,
        "File from which the SSH identity (private key) is read.")
       ->type_name("FILE");
+  Value<int>(
+      "--ssh-connect-timeout", [c](const int& v) { c->ssh_connect_timeout_s = v; },
+      "Seconds to reach a host and log in over SSH before giving up on it (default: 10).")
+      ->type_name("SECONDS");
+  Switch("--ssh-strict-host-keys",
+         "Refuses hosts missing from ~/.ssh/known_hosts (default: accept them with a warning, "
+         "as horovodrun's StrictHostKeyChecking=no; a changed key is always refused).",
+         [c] { c->ssh_strict_host_keys = true; });
 }
 
 void FlagTable::AddHostsAndElastic(JobConfig* c) {
@@ -586,6 +594,7 @@ bool CheckLaunchValues(const FlagTable& t, const JobConfig& c, std::string* err)
       !CheckAtLeast(t, "--reset-limit", c.reset_limit, 0, err) ||
       !CheckAtLeast(t, "--grace-period", std::optional<double>(c.grace_period_s), 0.0, err) ||
       !CheckAtLeast(t, "--discovery-interval", c.discovery_interval_s, 0.1, err) ||
+      !CheckAtLeast(t, "--ssh-connect-timeout", std::optional<int>(c.ssh_connect_timeout_s), 1, err) ||
       !CheckAtLeast(t, "--discovery-timeout", c.discovery_timeout_s, 0.1, err)) {
     return false;
   }
@@ -714,7 +723,7 @@ std::string CheckBuildText() {
   out << "etrun v" << ETRUN_VERSION << " (Horovod " << kHorovodRelease << " launcher protocol):\n\n"
       << "    Available Launch Modes:\n"
       << "        [X] Local processes (static Gloo)\n"
-      << "        [ ] SSH to remote hosts (not supported yet)\n"
+      << "        [X] SSH to remote hosts (libssh2)\n"
       << "        [X] Elastic (Horovod's protocol, local hosts)\n\n"
       << "    Available Controllers:\n"
       << "        [X] Gloo\n"

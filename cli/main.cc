@@ -1,4 +1,5 @@
 // etrun: a horovodrun-compatible launcher. main() only wires the pieces together.
+#include <string.h>
 #include <unistd.h>
 
 #include <exception>
@@ -12,8 +13,13 @@
 #include "launcher/exit_status.h"
 #include "launcher/job_config.h"
 #include "launcher/spawner.h"
+#include "launcher/ssh_rank.h"
 
 int main(int argc, char** argv) {
+  // A remote rank's local helper (see launcher/ssh_rank.h), started by etrun itself.
+  if (argc > 1 && strcmp(argv[1], etrun::launcher::kSshRankMode) == 0) {
+    return etrun::launcher::SshRankMain(argc, argv);
+  }
   etrun::JobConfig config;
   if (int code = etrun::cli::ParseFlags(argc, argv, &config); code >= 0) return code;
   etrun::launcher::ConfigureLogging(config);

@@ -95,6 +95,40 @@ bool ChooseLocalNics(const std::vector<std::string>& requested,
   return true;
 }
 
+bool RouteToward(const std::string& host, const std::vector<Interface>& interfaces,
+                 std::string* nic, std::string* source_ip, std::string* err) {
+  struct addrinfo hints = {};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  struct addrinfo* result = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), "9", &hints, &result); rc != 0) {
+    *err = "cannot resolve host '" + host + "': " + gai_strerror(rc);
+    return false;
+  }
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  bool ok = fd >= 0 && connect(fd, result->ai_addr, result->ai_addrlen) == 0;
+  freeaddrinfo(result);
+  struct sockaddr_in local = {};
+  socklen_t len = sizeof(local);
+  ok = ok && getsockname(fd, reinterpret_cast<struct sockaddr*>(&local), &len) == 0;
+  if (fd >= 0) close(fd);
+  char buf[INET_ADDRSTRLEN];
+  if (!ok || inet_ntop(AF_INET, &local.sin_addr, buf, sizeof(buf)) == nullptr) {
+    *err = "no route to host '" + host + "': name the interface with --network-interface";
+    return false;
+  }
+  for (const Interface& i : interfaces) {
+    if (std::find(i.ipv4.begin(), i.ipv4.end(), buf) != i.ipv4.end()) {
+      *nic = i.name;
+      *source_ip = buf;
+      return true;
+    }
+  }
+  *err = std::string("the route to host '") + host + "' leaves from " + buf +
+         ", which no interface carries: name the interface with --network-interface";
+  return false;
+}
+
 int FindFreePort(const std::string& address, std::string* err) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {

@@ -32,6 +32,11 @@ bool ChooseLocalNics(const std::vector<std::string>& requested,
                      const std::vector<Interface>& interfaces, std::vector<std::string>* nics,
                      std::string* driver_ip, std::string* err);
 
+// The local interface and address the kernel would use to reach `host` (a UDP connect; nothing
+// is sent). Returns false and sets *err when the host does not resolve or no route exists.
+bool RouteToward(const std::string& host, const std::vector<Interface>& interfaces,
+                 std::string* nic, std::string* source_ip, std::string* err);
+
 // Asks the kernel for a free TCP port on `address` (bind to port 0, read it, close). Another
 // process may take it before it is used; callers that can bind and keep the socket should.
 // Returns 0 and sets *err on failure.

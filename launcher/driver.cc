@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,7 @@
 #include "launcher/guardian.h"
 #include "launcher/output_sink.h"
 #include "launcher/rank_set.h"
+#include "launcher/ssh_rank.h"
 #include "rendezvous/http_server.h"
 #include "rendezvous/kv_handler.h"
 #include "rendezvous/kv_store.h"
@@ -54,12 +56,7 @@ bool PlanStaticJob(const JobConfig& config, const std::vector<discovery::Interfa
   StaticPlan p;
   if (!ResolveHosts(config, &p.hosts, err)) return false;
   for (const discovery::HostSlots& h : p.hosts) {
-    if (!discovery::IsLocalHost(h.name, interfaces)) {
-      *err = "host '" + h.name +
-             "' is not this machine, and remote hosts over SSH are not supported yet: use local "
-             "names such as localhost, 127.0.0.1 or this machine's hostname";
-      return false;
-    }
+    if (h.slots > 0 && !discovery::IsLocalHost(h.name, interfaces)) p.remote_hosts.push_back(h.name);
   }
   int np = config.num_proc.value_or(1);
   std::vector<rendezvous::HostSlotCount> counts;
@@ -74,12 +71,19 @@ bool PlanStaticJob(const JobConfig& config, const std::vector<discovery::Interfa
     p.group_ranks.push_back(host_index[s.hostname]);
   }
   std::string driver_ip;
-  if (!discovery::ChooseLocalNics(config.network_interfaces, interfaces, &p.run.nics, &driver_ip,
-                                  err)) {
+  if (!p.remote_hosts.empty() && config.network_interfaces.empty()) {
+    // Workers must reach the rendezvous server: listen where the route toward them leaves.
+    std::string nic;
+    if (!discovery::RouteToward(p.remote_hosts.front(), interfaces, &nic, &driver_ip, err)) return false;
+    p.run.nics = {nic};
+  } else if (!discovery::ChooseLocalNics(config.network_interfaces, interfaces, &p.run.nics,
+                                         &driver_ip, err)) {
     return false;
   }
-  // torch.distributed's TCPStore is served by rank 0: its host, here always this machine.
-  p.run.master_addr = driver_ip;
+  // torch.distributed's TCPStore is served by rank 0, so MASTER_ADDR names rank 0's host.
+  bool rank0_remote = std::find(p.remote_hosts.begin(), p.remote_hosts.end(),
+                                p.slots.front().hostname) != p.remote_hosts.end();
+  p.run.master_addr = rank0_remote ? p.slots.front().hostname : driver_ip;
   p.run.rendezvous_addr = driver_ip;  // the port is the HTTP server's, known once it listens
   p.run.master_port = discovery::FindFreePort(driver_ip, err);
   if (p.run.master_port == 0) return false;
@@ -152,6 +156,34 @@ bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* e
   return true;
 }
 
+LaunchSpec RemoteLaunchSpec(const JobConfig& config, const std::vector<std::string>& environment,
+                            const rendezvous::SlotInfo& slot, int group_rank, const RunVars& run) {
+  // The remote login environment is the base; the launcher's exportable variables and the
+  // slot's are passed on the command line (spec §3.3-3.4).
+  std::vector<std::string> exported;
+  for (const std::string& kv : environment) {
+    if (IsExportable(kv.substr(0, kv.find('=')))) exported.push_back(kv);
+  }
+  std::vector<std::string> remote_env = BuildWorkerEnv(exported, config.tunables, slot, group_rank, run);
+  char cwd[4096];
+  std::string dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
+  SshTarget target;
+  target.host = slot.hostname;
+  target.port = config.ssh_port.value_or(22);
+  target.identity_file = config.ssh_identity_file;
+  target.strict_host_keys = config.ssh_strict_host_keys;
+  target.connect_timeout_s = config.ssh_connect_timeout_s;
+  LaunchSpec spec;
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  spec.argv = {n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("etrun")};
+  for (std::string& a : SshRankArgs(target, RemoteCommand(dir, remote_env, config.command, config.grace_period_s))) {
+    spec.argv.push_back(std::move(a));
+  }
+  spec.env = environment;  // the local helper's own
+  return spec;
+}
+
 RankOutput ConsoleOutput(const JobConfig& config, OutputSink* sink) {
   RankOutput output;
   output.console_out = sink->AddDestination(STDOUT_FILENO, false, "stdout");
@@ -182,7 +214,10 @@ int Driver::Run() {
   for (const std::string& kv : environ_) {
     if (kv.starts_with("PATH=")) path_env = kv.substr(5);
   }
-  if (LocalSpawner::ResolveProgram(config_.command.at(0), path_env, &err).empty()) {
+  bool any_local = std::any_of(plan.slots.begin(), plan.slots.end(), [&plan](const rendezvous::SlotInfo& s) {
+    return std::find(plan.remote_hosts.begin(), plan.remote_hosts.end(), s.hostname) == plan.remote_hosts.end();
+  });
+  if (any_local && LocalSpawner::ResolveProgram(config_.command.at(0), path_env, &err).empty()) {
     spdlog::error("cannot run '{}': {}: check the command and PATH", config_.command[0], err);
     return kExitCommandNotFound;
   }
@@ -279,8 +314,14 @@ int Driver::Run() {
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const rendezvous::SlotInfo& slot = plan.slots[i];
     LaunchSpec spec;
-    spec.argv = config_.command;
-    spec.env = BuildWorkerEnv(environ_, config_.tunables, slot, plan.group_ranks[i], plan.run);
+    bool remote = std::find(plan.remote_hosts.begin(), plan.remote_hosts.end(), slot.hostname) !=
+                  plan.remote_hosts.end();
+    if (remote) {
+      spec = RemoteLaunchSpec(config_, environ_, slot, plan.group_ranks[i], plan.run);
+    } else {
+      spec.argv = config_.command;
+      spec.env = BuildWorkerEnv(environ_, config_.tunables, slot, plan.group_ranks[i], plan.run);
+    }
     if (spdlog::should_log(spdlog::level::debug)) {
       std::string vars;
       for (const auto& [k, v] : SlotEnv(slot, plan.group_ranks[i], plan.run)) vars += k + "=" + v + " ";

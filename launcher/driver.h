@@ -23,6 +23,7 @@ struct StaticPlan {
   std::vector<discovery::HostSlots> hosts;
   std::vector<rendezvous::SlotInfo> slots;  // in rank order
   std::vector<int> group_ranks;             // per slot: index of its host among used hosts
+  std::vector<std::string> remote_hosts;    // hosts that are not this machine (SSH)
   RunVars run;
 };
 
@@ -31,8 +32,9 @@ bool ResolveHosts(const JobConfig& config, std::vector<discovery::HostSlots>* ho
                   std::string* err);
 
 // Decides hosts, ranks and run variables for a static job on these interfaces: exactly -np ranks
-// filling the hosts in order. Fails when the hosts lack slots or a host is not this machine
-// (remote hosts need SSH, not supported yet). Does not start anything except a port probe.
+// filling the hosts in order. Remote hosts are reached over SSH; the rendezvous address is then
+// the one the route toward them leaves from (or --network-interface's). Fails when the hosts lack
+// slots. Does not start anything except a port probe.
 bool PlanStaticJob(const JobConfig& config, const std::vector<discovery::Interface>& interfaces,
                    StaticPlan* plan, std::string* err);
 
@@ -46,6 +48,10 @@ bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* e
 
 // The command as a shell would show it, quoting what needs quoting (for --verbose).
 std::string JoinCommand(const std::vector<std::string>& argv);
+
+// The local helper that runs `slot` on its remote host over SSH (launcher/ssh_rank.h).
+LaunchSpec RemoteLaunchSpec(const JobConfig& config, const std::vector<std::string>& environment,
+                            const rendezvous::SlotInfo& slot, int group_rank, const RunVars& run);
 
 // Registers etrun's stdout and stderr on `sink` and returns the console output settings of
 // `config` (timestamps), for ranks to copy and add their files to.

@@ -72,6 +72,8 @@ struct JobConfig {
   TimestampFormat timestamp_format = TimestampFormat::kAsctime;  // --timestamp-format (etrun)
   std::optional<int> ssh_port;                 // -p / --ssh-port
   std::string ssh_identity_file;               // -i / --ssh-identity-file
+  int ssh_connect_timeout_s = 10;              // --ssh-connect-timeout (etrun)
+  bool ssh_strict_host_keys = false;           // --ssh-strict-host-keys (etrun)
   Controller controller = Controller::kDefault;  // --gloo / --mpi / --jsrun
   bool disable_cache = false;                  // --disable-cache (etrun keeps no cache)
   std::string config_file;                     // --config-file

@@ -546,7 +546,7 @@ TEST_CASE("check-build prints the build matrix and whether mpirun is on PATH") {
       const std::string& out = p.outcome.out;
       CHECK(out.find("etrun v" ETRUN_VERSION " (Horovod 0.28.1 launcher protocol):") == 0);
       CHECK(out.find("[X] Local processes (static Gloo)") != std::string::npos);
-      CHECK(out.find("[ ] SSH to remote hosts (not supported yet)") != std::string::npos);
+      CHECK(out.find("[X] SSH to remote hosts (libssh2)") != std::string::npos);
       CHECK(out.find("[X] Elastic (Horovod's protocol, local hosts)") != std::string::npos);
       CHECK(out.find("[X] Gloo") != std::string::npos);
       CHECK(out.find("[ ] MPI (not supported yet; no mpirun on PATH)") != std::string::npos);

@@ -1,0 +1,48 @@
+// Remote ranks over SSH, through libssh2 inside etrun. Each remote rank is a local helper process
+// (etrun re-executed as `etrun __ssh_rank ...`) that opens the SSH session, runs the rank's
+// command and relays its stdout, stderr and exit status; so RankSet treats it like any local
+// rank: pipes, process group, SIGTERM/SIGKILL, parent-death signal and the guardian all apply.
+// On the remote side a small POSIX sh wrapper runs the command in its own session (setsid) and
+// kills that process group when the channel's stdin closes: when etrun stops the rank (the
+// helper sends EOF), when etrun or the helper dies, or when the connection drops, no remote
+// process is left behind (horovodrun's ssh leaves them running, spec §9.14).
+#ifndef ETRUN_LAUNCHER_SSH_RANK_H_
+#define ETRUN_LAUNCHER_SSH_RANK_H_
+
+#include <string>
+#include <vector>
+
+#include "launcher/job_config.h"
+
+namespace etrun::launcher {
+
+// argv[1] that selects the helper mode.
+inline constexpr char kSshRankMode[] = "__ssh_rank";
+
+struct SshTarget {
+  std::string host;
+  int port = 22;
+  std::string identity_file;   // -i; empty: ssh-agent, then ~/.ssh/id_{ed25519,ecdsa,rsa}
+  bool strict_host_keys = false;
+  int connect_timeout_s = 10;
+};
+
+// The remote shell command for one rank: cd to `cwd`, then the wrapper, which exports `env`
+// ("K=V", quoted here) and runs `argv` in its own session, killing it `grace_s` seconds after
+// SIGTERM once stdin closes. Every piece is single-quoted: nothing is re-parsed remotely.
+std::string RemoteCommand(const std::string& cwd, const std::vector<std::string>& env,
+                          const std::vector<std::string>& argv, double grace_s);
+
+// POSIX shell single-quoting.
+std::string ShellQuote(const std::string& word);
+
+// The helper's argv (after the program path): the mode, the target and the remote command.
+std::vector<std::string> SshRankArgs(const SshTarget& target, const std::string& remote_command);
+
+// Main of the helper mode: returns the exit code to exit with (the remote command's, 128+N for
+// signal N, or 255 for an SSH failure, reported as one line on stderr).
+int SshRankMain(int argc, char** argv);
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_SSH_RANK_H_
