@@ -190,7 +190,7 @@ def test_static_mode_starts_exactly_np_ranks_filling_hosts_in_order():
     (["-np", "2", "-H", "localhost:1", "/bin/true"], 2,
      "etrun: error: requested 2 processes but the hosts provide only 1 slot (localhost:1): add hosts or slots, or lower -np"),
     (["-np", "1", "-H", "gpu-node-7:1", "/bin/true"], 2,
-     "etrun: error: host 'gpu-node-7' is not this machine, and remote hosts over SSH are not supported yet"),
+     "etrun: error: cannot resolve host 'gpu-node-7'"),
     (["-np", "1", "-H", "localhost", "/bin/true"], 2, "etrun: error: invalid host 'localhost'"),
     (["-np", "1", "-hostfile", "/nonexistent/hosts", "/bin/true"], 2,
      "etrun: error: cannot read hostfile /nonexistent/hosts: No such file or directory"),
