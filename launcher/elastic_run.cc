@@ -45,11 +45,7 @@ class RankSetWorkers : public WorkerControl {
   void Start(const rendezvous::SlotInfo& slot) override {
     SlotKey key{slot.hostname, slot.local_rank};
     std::string err;
-    if (!discovery::IsLocalHost(slot.hostname, interfaces_)) {
-      err = "host '" + slot.hostname + "' is not this machine, and remote hosts over SSH are not "
-            "supported yet";
-      return Fail(key, err);
-    }
+    bool remote = !discovery::IsLocalHost(slot.hostname, interfaces_);
     int group_rank = 0;
     std::vector<std::string> seen;
     for (const rendezvous::SlotInfo& s : (*driver_)->assignment()) {
@@ -70,8 +66,13 @@ class RankSetWorkers : public WorkerControl {
       }
       if (master_port_ != 0) run.master_port = master_port_;
     }
-    spec.env = BuildWorkerEnv(environment_, config_.tunables, slot, group_rank, run);
-    if (config_.restart_mode) {
+    if (remote) {
+      // Over SSH; a host that cannot be reached fails like a crashed rank (blacklisted).
+      spec = RemoteLaunchSpec(config_, environment_, slot, group_rank, run);
+    } else {
+      spec.env = BuildWorkerEnv(environment_, config_.tunables, slot, group_rank, run);
+    }
+    if (config_.restart_mode && !remote) {
       // Ours win over inherited ones: drop those first (getenv finds the first of duplicates).
       std::erase_if(spec.env, [](const std::string& kv) {
         return kv.starts_with("TORCHELASTIC_RESTART_COUNT=") || kv.starts_with("TORCHELASTIC_MAX_RESTARTS=");
