@@ -20,6 +20,8 @@
 #include "rendezvous/pickle.h"
 
 #include <doctest/doctest.h>
+
+#include "tests/rendezvous/hex_test_util.h"
 #include <openssl/evp.h>
 
 #include <functional>
@@ -44,28 +46,8 @@ using etrun::rendezvous::WorkerAddresses;
 
 namespace {
 
-// Bytes from hex (an even number of digits; whitespace is ignored). Used for namespace-scope
-// constants too, hence no doctest assertions.
-std::string Unhex(std::string_view hex) {
-  std::string digits, out;
-  for (char c : hex) {
-    if (c != ' ' && c != '\n') digits.push_back(c);
-  }
-  for (size_t i = 0; i < digits.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(digits.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
-
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (char c : bytes) {
-    out.push_back(kDigits[static_cast<uint8_t>(c) >> 4]);
-    out.push_back(kDigits[static_cast<uint8_t>(c) & 15]);
-  }
-  return out;
-}
+using etrun::testing::Hex;
+using etrun::testing::Unhex;
 
 std::string Sha256Hex(std::string_view bytes) {
   unsigned char digest[EVP_MAX_MD_SIZE];

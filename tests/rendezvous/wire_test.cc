@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/rendezvous/hex_test_util.h"
+
 using etrun::rendezvous::DecodeFrame;
 using etrun::rendezvous::DecodePingResponse;
 using etrun::rendezvous::EncodeFrame;
@@ -19,23 +21,8 @@ using etrun::rendezvous::kWireHeaderBytes;
 
 namespace {
 
-std::string Unhex(std::string_view hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
-  }
-  return out;
-}
-
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (char c : bytes) {
-    out.push_back(kDigits[static_cast<uint8_t>(c) >> 4]);
-    out.push_back(kDigits[static_cast<uint8_t>(c) & 15]);
-  }
-  return out;
-}
+using etrun::testing::Hex;
+using etrun::testing::Unhex;
 
 std::string Key() {
   std::string key;
