@@ -65,21 +65,30 @@ def test_every_line_of_eight_concurrent_ranks_arrives_once_whole_and_prefixed():
     n = 3000
     r = run_etrun(["-np", "8", PYTHON, WORKER, "spam", str(n)])
     assert r.returncode == 0, r.stderr
-    out = r.stdout
-    for rank in range(8):
-        prefix = b"[%d]<stdout>:" % rank
-        lines = [l[len(prefix):] for l in out.split(b"\n") if l.startswith(prefix)]
-        body = [l for l in lines if l.startswith(b"rank")]
-        want = [b"rank%d line %d " % (rank, i) + b"x" * (i % 50) for i in range(n)]
-        assert body == want  # each once, in order, never split or glued to another rank's
-        # \r ends a piece: each progress update gets its own prefix.
-        assert prefix + b"progress 1\r" + prefix + b"progress 2\r" + prefix + b"bad utf8 \xff\xfe\xc3( end\n" in out
-        # The final unterminated line is ended by etrun.
-        assert prefix + b"no newline at the end from rank%d\n" % rank in out
-        err_lines = [l for l in r.stderr.split(b"\n") if l.startswith(b"[%d]<stderr>:" % rank)]
-        assert err_lines == [b"[%d]<stderr>:err rank%d line %d" % (rank, rank, i) for i in range(0, n, 7)]
-    # Nothing but prefixed pieces on stdout.
-    assert all(re.match(rb"^(\[\d\]<stdout>:[^\r]*\r)*\[\d\]<stdout>:", l) for l in out.split(b"\n")[:-1])
+    # Output is a sequence of pieces, each ending at \n or \r (spec 7.1), each with its own
+    # prefix. A \r-terminated piece may be followed by another rank's piece on the same
+    # \n-line (as under horovodrun), so split on both terminators, keeping them.
+    for stream, data, every in (("stdout", r.stdout, 1), ("stderr", r.stderr, 7)):
+        pieces = re.findall(rb"[^\r\n]*[\r\n]", data)
+        assert b"".join(pieces) == data  # nothing after the last terminator
+        by_rank = {}
+        for piece in pieces:
+            m = re.match(rb"^\[(\d+)\]<%s>:" % stream.encode(), piece)
+            if m is None:
+                assert stream == "stderr" and piece.startswith(b"etrun"), piece  # etrun's own
+                continue
+            by_rank.setdefault(int(m.group(1)), []).append(piece[m.end():])
+        assert sorted(by_rank) == list(range(8))
+        for rank, got in by_rank.items():
+            if stream == "stdout":
+                want = [b"rank%d line %d " % (rank, i) + b"x" * (i % 50) + b"\n" for i in range(n)]
+                # \r ends a piece: each progress update gets its own prefix; the final
+                # unterminated line is ended by etrun.
+                want += [b"progress 1\r", b"progress 2\r", b"bad utf8 \xff\xfe\xc3( end\n",
+                         b"no newline at the end from rank%d\n" % rank]
+            else:
+                want = [b"err rank%d line %d\n" % (rank, i) for i in range(0, n, every)]
+            assert got == want  # each once, in order, never split or glued to another rank's
 
 
 def test_a_failing_rank_stops_the_others_and_its_code_is_etruns(marker_env):
