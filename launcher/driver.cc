@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -25,6 +26,7 @@
 #include "launcher/guardian.h"
 #include "launcher/output_sink.h"
 #include "launcher/rank_set.h"
+#include "launcher/ssh_host.h"
 #include "launcher/ssh_rank.h"
 #include "rendezvous/http_server.h"
 #include "rendezvous/kv_handler.h"
@@ -157,7 +159,8 @@ bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* e
 }
 
 LaunchSpec RemoteLaunchSpec(const JobConfig& config, const std::vector<std::string>& environment,
-                            const rendezvous::SlotInfo& slot, int group_rank, const RunVars& run) {
+                            const rendezvous::SlotInfo& slot, int group_rank, const RunVars& run,
+                            SshHosts* ssh) {
   // The remote login environment is the base; the launcher's exportable variables and the
   // slot's are passed on the command line (spec §3.3-3.4).
   std::vector<std::string> exported;
@@ -177,7 +180,9 @@ LaunchSpec RemoteLaunchSpec(const JobConfig& config, const std::vector<std::stri
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   spec.argv = {n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("etrun")};
-  for (std::string& a : SshRankArgs(target, RemoteCommand(dir, remote_env, config.command, config.grace_period_s))) {
+  std::string label = target.host + ":" + std::to_string(target.port);
+  std::string command = RemoteCommand(dir, remote_env, config.command, config.grace_period_s);
+  for (std::string& a : SshRankArgs(ssh->SocketFor(target), label, command)) {
     spec.argv.push_back(std::move(a));
   }
   spec.env = environment;  // the local helper's own
@@ -248,6 +253,7 @@ int Driver::Run() {
   OutputSink sink;
   RankOutput output = ConsoleOutput(config_, &sink);
   auto grace = GracePeriod(config_);
+  SshHosts ssh;  // outlives the ranks: their stubs talk to it until they are reaped
   RankSet ranks(&io, spawner_, &sink, &guardian, grace);
   asio::steady_timer kill_timer(io);
   std::optional<RankSet::Finished> first_failure;
@@ -317,7 +323,12 @@ int Driver::Run() {
     bool remote = std::find(plan.remote_hosts.begin(), plan.remote_hosts.end(), slot.hostname) !=
                   plan.remote_hosts.end();
     if (remote) {
-      spec = RemoteLaunchSpec(config_, environ_, slot, plan.group_ranks[i], plan.run);
+      try {
+        spec = RemoteLaunchSpec(config_, environ_, slot, plan.group_ranks[i], plan.run, &ssh);
+      } catch (const std::runtime_error& e) {
+        start_error = e.what();
+        break;
+      }
     } else {
       spec.argv = config_.command;
       spec.env = BuildWorkerEnv(environ_, config_.tunables, slot, plan.group_ranks[i], plan.run);

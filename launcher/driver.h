@@ -49,9 +49,12 @@ bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* e
 // The command as a shell would show it, quoting what needs quoting (for --verbose).
 std::string JoinCommand(const std::vector<std::string>& argv);
 
-// The local helper that runs `slot` on its remote host over SSH (launcher/ssh_rank.h).
+// The local stub that runs `slot` on its remote host over SSH (launcher/ssh_rank.h), through the
+// host's shared connection in `ssh` (started on first use; throws std::runtime_error when its
+// socket cannot be made).
 LaunchSpec RemoteLaunchSpec(const JobConfig& config, const std::vector<std::string>& environment,
-                            const rendezvous::SlotInfo& slot, int group_rank, const RunVars& run);
+                            const rendezvous::SlotInfo& slot, int group_rank, const RunVars& run,
+                            class SshHosts* ssh);
 
 // Registers etrun's stdout and stderr on `sink` and returns the console output settings of
 // `config` (timestamps), for ranks to copy and add their files to.

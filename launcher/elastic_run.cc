@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <stdexcept>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -17,6 +19,7 @@
 #include "launcher/guardian.h"
 #include "launcher/output_sink.h"
 #include "launcher/rank_set.h"
+#include "launcher/ssh_host.h"
 #include "rendezvous/elastic_handler.h"
 #include "rendezvous/http_server.h"
 #include "rendezvous/notifier.h"
@@ -33,11 +36,11 @@ TimePoint Now() { return std::chrono::steady_clock::now(); }
 // SIGTERM to its process group and SIGKILL after the grace period.
 class RankSetWorkers : public WorkerControl {
  public:
-  RankSetWorkers(asio::io_context* io, RankSet* ranks, OutputSink* sink, const JobConfig& config,
-                 const std::vector<std::string>& environment, const RunVars* run,
-                 const RankOutput& output, const ElasticDriver* const* driver)
-      : io_(io), ranks_(ranks), sink_(sink), config_(config), environment_(environment), run_(run),
-        output_(output), driver_(driver), interfaces_(discovery::LocalInterfaces()) {}
+  RankSetWorkers(asio::io_context* io, RankSet* ranks, SshHosts* ssh, OutputSink* sink,
+                 const JobConfig& config, const std::vector<std::string>& environment,
+                 const RunVars* run, const RankOutput& output, const ElasticDriver* const* driver)
+      : io_(io), ranks_(ranks), ssh_(ssh), sink_(sink), config_(config), environment_(environment),
+        run_(run), output_(output), driver_(driver), interfaces_(discovery::LocalInterfaces()) {}
 
   // Called when a slot's process cannot even start: reported like an exit with code 127.
   std::function<void(const SlotKey&, ExitStatus)> on_start_failure;
@@ -68,7 +71,11 @@ class RankSetWorkers : public WorkerControl {
     }
     if (remote) {
       // Over SSH; a host that cannot be reached fails like a crashed rank (blacklisted).
-      spec = RemoteLaunchSpec(config_, environment_, slot, group_rank, run);
+      try {
+        spec = RemoteLaunchSpec(config_, environment_, slot, group_rank, run, ssh_);
+      } catch (const std::runtime_error& e) {
+        return Fail(key, e.what());
+      }
     } else {
       spec.env = BuildWorkerEnv(environment_, config_.tunables, slot, group_rank, run);
     }
@@ -134,6 +141,7 @@ class RankSetWorkers : public WorkerControl {
 
   asio::io_context* io_;
   RankSet* ranks_;
+  SshHosts* ssh_;
   OutputSink* sink_;
   const JobConfig& config_;
   const std::vector<std::string>& environment_;
@@ -220,6 +228,7 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
 
   OutputSink sink;
   RankOutput output = ConsoleOutput(config, &sink);
+  SshHosts ssh;  // outlives the ranks: their stubs talk to it until they are reaped
   RankSet ranks(&io, spawner, &sink, &guardian, GracePeriod(config));
 
   ElasticOptions options;
@@ -237,7 +246,7 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
   discovery::HostManager hosts(config.cooldown_range, [] { return static_cast<double>(random()) / (static_cast<double>(RAND_MAX) + 1.0); });
   const ElasticDriver* driver_view = nullptr;
   rendezvous::HttpServer* server_ptr = nullptr;
-  RankSetWorkers workers(&io, &ranks, &sink, config, environment, &run, output, &driver_view);
+  RankSetWorkers workers(&io, &ranks, &ssh, &sink, config, environment, &run, output, &driver_view);
   ElasticDriver driver(options, &hosts, &workers, &notifier_adapter, &store, Now());
   driver_view = &driver;
   rendezvous::RendezvousHandler handler(&store, &driver);

@@ -1,23 +1,16 @@
 #include "launcher/ssh_rank.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-
-#include <libssh2.h>
-
-#include "launcher/exit_status.h"
 
 namespace etrun::launcher {
 
@@ -33,203 +26,18 @@ constexpr char kWrapper[] =
     "exec 3<&-; wait \"$p\"; s=$?; kill -KILL -\"$w\" 2>/dev/null; exit $s";
 
 constexpr int kSshFailure = 255;
-volatile sig_atomic_t g_stop = 0;
+int g_sock = -1;
 
-void OnStop(int) { g_stop = 1; }
+// SIGTERM/SIGINT/SIGHUP: ask for the remote command to be stopped (send is async-signal-safe).
+void OnStop(int) {
+  int saved = errno;
+  send(g_sock, "T", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  errno = saved;
+}
 
-int Fail(const SshTarget& t, const std::string& what) {
-  fprintf(stderr, "etrun: error: ssh %s:%d: %s\n", t.host.c_str(), t.port, what.c_str());
+int Fail(const char* label, const std::string& what) {
+  fprintf(stderr, "etrun: error: ssh %s: %s\n", label, what.c_str());
   return kSshFailure;
-}
-
-std::string SessionError(LIBSSH2_SESSION* session) {
-  char* message = nullptr;
-  libssh2_session_last_error(session, &message, nullptr, 0);
-  return message != nullptr ? message : "unknown libssh2 error";
-}
-
-// Connects with a timeout. Returns the socket, or -1 with *err set.
-int Connect(const SshTarget& t, std::string* err) {
-  struct addrinfo hints = {};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  struct addrinfo* result = nullptr;
-  std::string port = std::to_string(t.port);
-  if (int rc = getaddrinfo(t.host.c_str(), port.c_str(), &hints, &result); rc != 0) {
-    *err = std::string("cannot resolve the host name: ") + gai_strerror(rc);
-    return -1;
-  }
-  int fd = -1;
-  *err = "no address";
-  for (struct addrinfo* a = result; a != nullptr; a = a->ai_next) {
-    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-    if (fd < 0) continue;
-    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
-      struct pollfd p = {fd, POLLOUT, 0};
-      int n = poll(&p, 1, t.connect_timeout_s * 1000);
-      int so_error = 0;
-      socklen_t len = sizeof(so_error);
-      if (n == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) == 0 && so_error == 0) {
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-        freeaddrinfo(result);
-        return fd;
-      }
-      *err = n == 0 ? "connection timed out after " + std::to_string(t.connect_timeout_s) +
-                          " s (--ssh-connect-timeout)"
-                    : std::string("cannot connect: ") + strerror(so_error != 0 ? so_error : errno);
-    } else {
-      *err = std::string("cannot connect: ") + strerror(errno);
-    }
-    close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(result);
-  return -1;
-}
-
-std::string HomeDir() {
-  const char* home = getenv("HOME");
-  if (home != nullptr && *home != '\0') return home;
-  struct passwd* pw = getpwuid(getuid());
-  return pw != nullptr ? pw->pw_dir : "/";
-}
-
-std::string UserName() {
-  struct passwd* pw = getpwuid(getuid());
-  if (pw != nullptr) return pw->pw_name;
-  const char* user = getenv("USER");
-  return user != nullptr ? user : "root";
-}
-
-// Checks the server's key against ~/.ssh/known_hosts. Returns false and sets *err to refuse.
-bool CheckHostKey(LIBSSH2_SESSION* session, const SshTarget& t, std::string* err) {
-  size_t key_len = 0;
-  int key_type = 0;
-  const char* key = libssh2_session_hostkey(session, &key_len, &key_type);
-  if (key == nullptr) {
-    *err = "the server sent no host key";
-    return false;
-  }
-  LIBSSH2_KNOWNHOSTS* known = libssh2_knownhost_init(session);
-  std::string path = HomeDir() + "/.ssh/known_hosts";
-  libssh2_knownhost_readfile(known, path.c_str(), LIBSSH2_KNOWNHOST_FILE_OPENSSH);
-  int type_mask = LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW;
-  switch (key_type) {
-    case LIBSSH2_HOSTKEY_TYPE_RSA: type_mask |= LIBSSH2_KNOWNHOST_KEY_SSHRSA; break;
-    case LIBSSH2_HOSTKEY_TYPE_ECDSA_256: type_mask |= LIBSSH2_KNOWNHOST_KEY_ECDSA_256; break;
-    case LIBSSH2_HOSTKEY_TYPE_ECDSA_384: type_mask |= LIBSSH2_KNOWNHOST_KEY_ECDSA_384; break;
-    case LIBSSH2_HOSTKEY_TYPE_ECDSA_521: type_mask |= LIBSSH2_KNOWNHOST_KEY_ECDSA_521; break;
-    case LIBSSH2_HOSTKEY_TYPE_ED25519: type_mask |= LIBSSH2_KNOWNHOST_KEY_ED25519; break;
-    default: type_mask |= LIBSSH2_KNOWNHOST_KEY_UNKNOWN; break;
-  }
-  struct libssh2_knownhost* match = nullptr;
-  int check = libssh2_knownhost_checkp(known, t.host.c_str(), t.port, key, key_len, type_mask, &match);
-  libssh2_knownhost_free(known);
-  if (check == LIBSSH2_KNOWNHOST_CHECK_MATCH) return true;
-  if (check == LIBSSH2_KNOWNHOST_CHECK_MISMATCH) {
-    *err = "the host key differs from the one in " + path +
-           ": refusing to connect (if the host was reinstalled, remove its old key with "
-           "ssh-keygen -R)";
-    return false;
-  }
-  if (t.strict_host_keys) {
-    *err = "the host is not in " + path +
-           " and --ssh-strict-host-keys is set: add it (e.g. ssh-keyscan) or drop the flag";
-    return false;
-  }
-  // horovodrun runs ssh with StrictHostKeyChecking=no: accept, but say so.
-  fprintf(stderr, "etrun: warning: ssh %s:%d: host not in %s; accepting its key\n", t.host.c_str(),
-          t.port, path.c_str());
-  return true;
-}
-
-bool Authenticate(LIBSSH2_SESSION* session, const SshTarget& t, std::string* err) {
-  std::string user = UserName();
-  if (!t.identity_file.empty()) {
-    if (libssh2_userauth_publickey_fromfile(session, user.c_str(), nullptr,
-                                            t.identity_file.c_str(), nullptr) == 0) {
-      return true;
-    }
-    *err = "key " + t.identity_file + " was refused for user " + user + ": " + SessionError(session);
-    return false;
-  }
-  if (LIBSSH2_AGENT* agent = libssh2_agent_init(session)) {
-    if (libssh2_agent_connect(agent) == 0 && libssh2_agent_list_identities(agent) == 0) {
-      struct libssh2_agent_publickey* identity = nullptr;
-      while (libssh2_agent_get_identity(agent, &identity, identity) == 0) {
-        if (libssh2_agent_userauth(agent, user.c_str(), identity) == 0) {
-          libssh2_agent_disconnect(agent);
-          libssh2_agent_free(agent);
-          return true;
-        }
-      }
-      libssh2_agent_disconnect(agent);
-    }
-    libssh2_agent_free(agent);
-  }
-  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
-    std::string key = HomeDir() + "/.ssh/" + name;
-    if (access(key.c_str(), R_OK) != 0) continue;
-    if (libssh2_userauth_publickey_fromfile(session, user.c_str(), nullptr, key.c_str(), nullptr) == 0) {
-      return true;
-    }
-  }
-  *err = "no key was accepted for user " + user +
-         " (tried ssh-agent and ~/.ssh/id_{ed25519,ecdsa,rsa}): give one with -i";
-  return false;
-}
-
-int SignalNumber(const std::string& name) {
-  for (int sig = 1; sig < NSIG; ++sig) {
-    const char* abbrev = sigabbrev_np(sig);
-    if (abbrev != nullptr && name == abbrev) return sig;
-  }
-  return 0;
-}
-
-// Relays the channel until it closes. Returns the exit code to exit with.
-int Pump(LIBSSH2_SESSION* session, LIBSSH2_CHANNEL* channel, int sock) {
-  libssh2_session_set_blocking(session, 0);
-  char buf[32768];
-  bool eof_sent = false;
-  while (true) {
-    if (g_stop && !eof_sent) {
-      while (libssh2_channel_send_eof(channel) == LIBSSH2_ERROR_EAGAIN) usleep(1000);
-      eof_sent = true;
-    }
-    bool progress = false;
-    for (int stream : {0, SSH_EXTENDED_DATA_STDERR}) {
-      while (true) {
-        ssize_t n = libssh2_channel_read_ex(channel, stream, buf, sizeof(buf));
-        if (n <= 0) break;
-        progress = true;
-        int fd = stream == 0 ? STDOUT_FILENO : STDERR_FILENO;
-        for (ssize_t done = 0; done < n;) {
-          ssize_t w = write(fd, buf + done, static_cast<size_t>(n - done));
-          if (w < 0 && errno == EINTR) continue;
-          if (w <= 0) break;
-          done += w;
-        }
-      }
-    }
-    if (libssh2_channel_eof(channel)) break;
-    if (!progress) {
-      struct pollfd p = {sock, POLLIN, 0};
-      int dir = libssh2_session_block_directions(session);
-      if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND) p.events |= POLLOUT;
-      int n = poll(&p, 1, 100);
-      if (n > 0 && (p.revents & (POLLHUP | POLLERR)) && !(p.revents & POLLIN)) break;
-    }
-  }
-  while (libssh2_channel_close(channel) == LIBSSH2_ERROR_EAGAIN) usleep(1000);
-  char* signal_name = nullptr;
-  size_t signal_len = 0;
-  libssh2_channel_get_exit_signal(channel, &signal_name, &signal_len, nullptr, nullptr, nullptr, nullptr);
-  if (signal_name != nullptr) {
-    int sig = SignalNumber(std::string(signal_name, signal_len));
-    return 128 + (sig != 0 ? sig : SIGTERM);
-  }
-  return libssh2_channel_get_exit_status(channel);
 }
 
 }  // namespace
@@ -257,61 +65,70 @@ std::string RemoteCommand(const std::string& cwd, const std::vector<std::string>
   return cmd;
 }
 
-std::vector<std::string> SshRankArgs(const SshTarget& target, const std::string& remote_command) {
-  return {kSshRankMode, target.host, std::to_string(target.port), target.identity_file,
-          target.strict_host_keys ? "strict" : "accept", std::to_string(target.connect_timeout_s),
-          remote_command};
+std::vector<std::string> SshRankArgs(const std::string& socket_name, const std::string& label,
+                                     const std::string& remote_command) {
+  return {kSshRankMode, socket_name, label, remote_command};
 }
 
 int SshRankMain(int argc, char** argv) {
-  if (argc != 8) {
+  if (argc != 5) {
     fprintf(stderr, "etrun: error: %s is etrun's internal SSH helper mode\n", kSshRankMode);
     return 2;
   }
-  SshTarget t;
-  t.host = argv[2];
-  t.port = atoi(argv[3]);
-  t.identity_file = argv[4];
-  t.strict_host_keys = std::string(argv[5]) == "strict";
-  t.connect_timeout_s = atoi(argv[6]);
-  std::string command = argv[7];
-  signal(SIGTERM, OnStop);
-  signal(SIGINT, OnStop);
-  signal(SIGHUP, OnStop);
+  std::string name = argv[2];
+  const char* label = argv[3];
+  std::string request = std::string("R") + argv[4];
   signal(SIGPIPE, SIG_IGN);
 
-  std::string err;
-  int sock = Connect(t, &err);
-  if (sock < 0) return Fail(t, err);
-  if (libssh2_init(0) != 0) return Fail(t, "cannot initialize libssh2");
-  LIBSSH2_SESSION* session = libssh2_session_init();
-  libssh2_session_set_timeout(session, t.connect_timeout_s * 1000L);
-  // Prefer the cheap modern key exchange OpenSSH's client uses; libssh2 would otherwise settle on
-  // a Diffie-Hellman group exchange whose big modular arithmetic costs the server ~10x more CPU.
-  libssh2_session_method_pref(session, LIBSSH2_METHOD_KEX,
-                              "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,"
-                              "ecdh-sha2-nistp384,diffie-hellman-group14-sha256,"
-                              "diffie-hellman-group-exchange-sha256");
-  libssh2_session_method_pref(session, LIBSSH2_METHOD_HOSTKEY,
-                              "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256,ssh-rsa");
-  if (libssh2_session_handshake(session, sock) != 0) {
-    return Fail(t, "SSH handshake failed: " + SessionError(session));
+  g_sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (name.size() + 1 >= sizeof(addr.sun_path)) return Fail(label, "bad helper socket name");
+  memcpy(addr.sun_path + 1, name.data(), name.size());
+  socklen_t len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 + name.size());
+  if (g_sock < 0 || connect(g_sock, reinterpret_cast<struct sockaddr*>(&addr), len) != 0) {
+    return Fail(label, std::string("cannot reach etrun's SSH connection: ") + strerror(errno));
   }
-  if (!CheckHostKey(session, t, &err)) return Fail(t, err);
-  if (!Authenticate(session, t, &err)) return Fail(t, err);
-  libssh2_session_set_timeout(session, 0);
-  LIBSSH2_CHANNEL* channel = libssh2_channel_open_session(session);
-  if (channel == nullptr) return Fail(t, "cannot open a session channel: " + SessionError(session));
-  if (libssh2_channel_exec(channel, command.c_str()) != 0) {
-    return Fail(t, "cannot run the command: " + SessionError(session));
+  int buffer = static_cast<int>(request.size()) + 4096;
+  setsockopt(g_sock, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer));
+  // The request carries our stdout and stderr: the remote output goes straight into them.
+  int fds[2] = {STDOUT_FILENO, STDERR_FILENO};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(fds))] = {};
+  struct iovec iov = {request.data(), request.size()};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(fds));
+  memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+  while (sendmsg(g_sock, &msg, MSG_NOSIGNAL) < 0) {
+    if (errno == EINTR) continue;
+    return Fail(label, errno == EMSGSIZE
+                           ? "the remote command is too long (" + std::to_string(request.size()) +
+                                 " bytes): export fewer or shorter variables"
+                           : std::string("cannot hand over the command: ") + strerror(errno));
   }
-  int code = Pump(session, channel, sock);
-  libssh2_channel_free(channel);
-  libssh2_session_disconnect(session, "done");
-  libssh2_session_free(session);
-  close(sock);
-  libssh2_exit();
-  return code;
+  struct sigaction sa = {};
+  sa.sa_handler = OnStop;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
+
+  // The reply: "X<exit code>\n<error line or nothing>".
+  char reply[4096];
+  ssize_t n;
+  while ((n = recv(g_sock, reply, sizeof(reply) - 1, 0)) < 0 && errno == EINTR) {
+  }
+  if (n <= 0 || reply[0] != 'X') {
+    return Fail(label, "etrun's SSH connection ended without the rank's exit status");
+  }
+  reply[n] = '\0';
+  char* line = strchr(reply, '\n');
+  if (line != nullptr && line[1] != '\0') fprintf(stderr, "%s\n", line + 1);
+  return atoi(reply + 1);
 }
 
 }  // namespace etrun::launcher

@@ -1,10 +1,11 @@
-// Remote ranks over SSH, through libssh2 inside etrun. Each remote rank is a local helper process
-// (etrun re-executed as `etrun __ssh_rank ...`) that opens the SSH session, runs the rank's
-// command and relays its stdout, stderr and exit status; so RankSet treats it like any local
-// rank: pipes, process group, SIGTERM/SIGKILL, parent-death signal and the guardian all apply.
+// Remote ranks over SSH, through libssh2 inside etrun. Each remote rank is a local stub process
+// (etrun re-executed as `etrun __ssh_rank ...`) that hands its remote command and its stdout and
+// stderr to its host's SshHost (ssh_host.h: one SSH connection per host, in etrun) and exits with
+// the remote exit status; so RankSet treats it like any local rank: pipes, process group,
+// SIGTERM/SIGKILL, parent-death signal and the guardian all apply.
 // On the remote side a small POSIX sh wrapper runs the command in its own session (setsid) and
 // kills that process group when the channel's stdin closes: when etrun stops the rank (the
-// helper sends EOF), when etrun or the helper dies, or when the connection drops, no remote
+// channel gets EOF), when etrun or the stub dies, or when the connection drops, no remote
 // process is left behind (horovodrun's ssh leaves them running, spec §9.14).
 #ifndef ETRUN_LAUNCHER_SSH_RANK_H_
 #define ETRUN_LAUNCHER_SSH_RANK_H_
@@ -36,11 +37,14 @@ std::string RemoteCommand(const std::string& cwd, const std::vector<std::string>
 // POSIX shell single-quoting.
 std::string ShellQuote(const std::string& word);
 
-// The helper's argv (after the program path): the mode, the target and the remote command.
-std::vector<std::string> SshRankArgs(const SshTarget& target, const std::string& remote_command);
+// The stub's argv (after the program path): the mode, its host's SshHost socket, a label for
+// messages ("host:port") and the remote command.
+std::vector<std::string> SshRankArgs(const std::string& socket_name, const std::string& label,
+                                     const std::string& remote_command);
 
-// Main of the helper mode: returns the exit code to exit with (the remote command's, 128+N for
-// signal N, or 255 for an SSH failure, reported as one line on stderr).
+// Main of the stub mode: returns the exit code to exit with (the remote command's, 128+N for
+// signal N, or 255 for an SSH failure, reported as one line on stderr). SIGTERM, SIGINT and
+// SIGHUP ask the SshHost to stop the remote command (EOF on its stdin).
 int SshRankMain(int argc, char** argv);
 
 }  // namespace etrun::launcher

@@ -32,7 +32,9 @@ def sshd(tmp_path_factory):
         f"ListenAddress 127.0.0.2:{port}\nListenAddress 127.0.0.3:{port}\n"
         f"HostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n"
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        f"UsePAM no\nStrictModes no\nPidFile {d}/sshd.pid\nLogLevel ERROR\nMaxStartups 100\n")
+        f"UsePAM no\nStrictModes no\nPidFile {d}/sshd.pid\nLogLevel ERROR\nMaxStartups 100\n"
+        # Fewer channels per connection than sshd's default 10, so a test can exceed it.
+        "MaxSessions 3\n")
     os.makedirs("/run/sshd", exist_ok=True)
     subprocess.run([SSHD, "-f", str(d / "sshd_config"), "-E", str(d / "log")], check=True)
     assert wait_until(lambda: (d / "sshd.pid").exists(), timeout=10)
@@ -68,6 +70,36 @@ def test_remote_ranks_get_their_environment_prefixes_and_cwd(sshd):
     }
     # Unknown host keys are accepted with a warning, as horovodrun's StrictHostKeyChecking=no.
     assert b"host not in " in r.stderr
+
+
+def test_ranks_on_a_host_share_one_connection_until_the_server_refuses_more_channels(sshd):
+    # 2 ranks on .2 share one connection; 7 on .3 need three (the fixture's MaxSessions is 3).
+    r = run_etrun(["-np", "9", "-H", "127.0.0.2:2,127.0.0.3:7", *ssh_args(sshd), "sh", "-c",
+                   'echo "$SSH_CONNECTION"; sleep 1'], env=env_for(sshd), timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = rank_lines(r.stdout.decode())
+    assert sorted(lines) == list(range(9))
+    # SSH_CONNECTION is "client-ip client-port server-ip server-port": one client port per connection.
+    conns = {rank: tuple(lines[rank][0].split()[:2]) for rank in lines}
+    assert len({conns[r] for r in (0, 1)}) == 1
+    counts = {}
+    for r in range(2, 9):
+        counts[conns[r]] = counts.get(conns[r], 0) + 1
+    assert sorted(counts.values()) == [1, 3, 3]
+
+
+def test_remote_output_arrives_whole_and_in_order_under_load(sshd):
+    n = 2000
+    r = run_etrun(["-np", "4", "-H", "127.0.0.2:2,127.0.0.3:2", *ssh_args(sshd), PYTHON, WORKER,
+                   "spam", str(n)], env=env_for(sshd), timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = rank_lines(r.stdout.decode("utf-8", "replace"))
+    for rank in range(4):
+        body = [l for l in out[rank] if l.startswith("rank")]
+        assert body == ["rank%d line %d " % (rank, i) + "x" * (i % 50) for i in range(n)]
+    err = rank_lines(r.stderr.decode(), "stderr")
+    for rank in range(4):
+        assert err[rank] == ["err rank%d line %d" % (rank, i) for i in range(0, n, 7)]
 
 
 def test_remote_and_local_ranks_mix_and_a_remote_failure_code_comes_back(sshd):

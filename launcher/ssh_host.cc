@@ -1,0 +1,667 @@
+#include "launcher/ssh_host.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+#include <libssh2.h>
+#include <spdlog/spdlog.h>
+
+namespace etrun::launcher {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kSshFailure = 255;
+constexpr size_t kReadChunk = 32 << 10;
+
+std::string SessionError(LIBSSH2_SESSION* session) {
+  char* message = nullptr;
+  libssh2_session_last_error(session, &message, nullptr, 0);
+  return message != nullptr && *message != '\0' ? message : "unknown libssh2 error";
+}
+
+// Connects with a timeout; the socket comes back non-blocking. Returns -1 with *err set.
+int Connect(const SshTarget& t, std::string* err) {
+  struct addrinfo hints = {};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  struct addrinfo* result = nullptr;
+  std::string port = std::to_string(t.port);
+  if (int rc = getaddrinfo(t.host.c_str(), port.c_str(), &hints, &result); rc != 0) {
+    *err = std::string("cannot resolve the host name: ") + gai_strerror(rc);
+    return -1;
+  }
+  *err = "no address";
+  for (struct addrinfo* a = result; a != nullptr; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
+      struct pollfd p = {fd, POLLOUT, 0};
+      int n = poll(&p, 1, t.connect_timeout_s * 1000);
+      int so_error = 0;
+      socklen_t len = sizeof(so_error);
+      if (n == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) == 0 && so_error == 0) {
+        freeaddrinfo(result);
+        return fd;
+      }
+      *err = n == 0 ? "connection timed out after " + std::to_string(t.connect_timeout_s) +
+                          " s (--ssh-connect-timeout)"
+                    : std::string("cannot connect: ") + strerror(so_error != 0 ? so_error : errno);
+    } else {
+      *err = std::string("cannot connect: ") + strerror(errno);
+    }
+    close(fd);
+  }
+  freeaddrinfo(result);
+  return -1;
+}
+
+// A host that stops answering is lost after this long with data unacknowledged; keepalives
+// make sure there is data in flight even when the ranks are quiet.
+void ConfigureLiveness(int fd, const SshTarget& t) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  unsigned int user_timeout_ms = static_cast<unsigned int>(std::max(2 * t.connect_timeout_s, 4)) * 1000;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
+}
+
+std::string HomeDir() {
+  const char* home = getenv("HOME");
+  if (home != nullptr && *home != '\0') return home;
+  struct passwd* pw = getpwuid(getuid());
+  return pw != nullptr ? pw->pw_dir : "/";
+}
+
+std::string UserName() {
+  struct passwd* pw = getpwuid(getuid());
+  if (pw != nullptr) return pw->pw_name;
+  const char* user = getenv("USER");
+  return user != nullptr ? user : "root";
+}
+
+int SignalNumber(const std::string& name) {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    const char* abbrev = sigabbrev_np(sig);
+    if (abbrev != nullptr && name == abbrev) return sig;
+  }
+  return 0;
+}
+
+struct Session {
+  int sock = -1;
+  LIBSSH2_SESSION* ssh = nullptr;
+  int channels = 0;
+  int max_channels = INT_MAX;  // lowered when the server refuses one more (sshd's MaxSessions)
+  Clock::time_point next_keepalive;
+};
+
+struct Client {
+  int sock = -1;  // the stub's connection
+  bool requested = false;
+  std::string command;
+  int fds[2] = {-1, -1};  // the rank's stdout and stderr pipes
+  Session* session = nullptr;
+  LIBSSH2_CHANNEL* channel = nullptr;
+  std::string pending[2];  // output the pipe would not take yet
+  bool done = false;
+};
+
+}  // namespace
+
+struct SshHost::State {
+  explicit State(const SshTarget& t) : target(t) {}
+  ~State();
+
+  void Run(int listen_fd, int wake_fd);
+  void Accept(int listen_fd);
+  void ReadClient(Client* c);
+  void Start(Client* c);
+  Session* OpenSession(std::string* err);
+  bool Pump(Client* c);
+  void Finish(Client* c);
+  void Fail(Client* c, const std::string& what);
+  void Reply(Client* c, int code, const std::string& line);
+  void Drop(Client* c);
+  void LoseSession(Session* s, const std::string& why);
+  void CloseSession(Session* s);
+  template <typename F>
+  int Await(Session* s, F call, int timeout_ms);
+  bool CheckHostKey(Session* s, std::string* err);
+  bool Authenticate(Session* s, std::string* err);
+  std::string Label() const { return fmt::format("ssh {}:{}", target.host, target.port); }
+
+  SshTarget target;
+  std::vector<std::unique_ptr<Session>> sessions;
+  std::vector<std::unique_ptr<Client>> clients;
+  std::string last_failure;
+  Clock::time_point last_failure_time;
+  char buffer[kReadChunk];
+};
+
+SshHost::State::~State() {
+  for (auto& c : clients) Drop(c.get());
+  while (!sessions.empty()) CloseSession(sessions.back().get());  // erases it
+}
+
+// Repeats a non-blocking libssh2 call until it stops answering EAGAIN, waiting on the socket in
+// the direction libssh2 is blocked on. Gives up with LIBSSH2_ERROR_TIMEOUT after timeout_ms.
+template <typename F>
+int SshHost::State::Await(Session* s, F call, int timeout_ms) {
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  int rc;
+  while ((rc = call()) == LIBSSH2_ERROR_EAGAIN) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return LIBSSH2_ERROR_TIMEOUT;
+    struct pollfd p = {s->sock, 0, 0};
+    int dir = libssh2_session_block_directions(s->ssh);
+    if (dir & LIBSSH2_SESSION_BLOCK_INBOUND) p.events |= POLLIN;
+    if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND) p.events |= POLLOUT;
+    if (p.events == 0) p.events = POLLIN;
+    poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+  }
+  return rc;
+}
+
+bool SshHost::State::CheckHostKey(Session* s, std::string* err) {
+  size_t key_len = 0;
+  int key_type = 0;
+  const char* key = libssh2_session_hostkey(s->ssh, &key_len, &key_type);
+  if (key == nullptr) {
+    *err = "the server sent no host key";
+    return false;
+  }
+  LIBSSH2_KNOWNHOSTS* known = libssh2_knownhost_init(s->ssh);
+  std::string path = HomeDir() + "/.ssh/known_hosts";
+  libssh2_knownhost_readfile(known, path.c_str(), LIBSSH2_KNOWNHOST_FILE_OPENSSH);
+  int type_mask = LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW;
+  switch (key_type) {
+    case LIBSSH2_HOSTKEY_TYPE_RSA: type_mask |= LIBSSH2_KNOWNHOST_KEY_SSHRSA; break;
+    case LIBSSH2_HOSTKEY_TYPE_ECDSA_256: type_mask |= LIBSSH2_KNOWNHOST_KEY_ECDSA_256; break;
+    case LIBSSH2_HOSTKEY_TYPE_ECDSA_384: type_mask |= LIBSSH2_KNOWNHOST_KEY_ECDSA_384; break;
+    case LIBSSH2_HOSTKEY_TYPE_ECDSA_521: type_mask |= LIBSSH2_KNOWNHOST_KEY_ECDSA_521; break;
+    case LIBSSH2_HOSTKEY_TYPE_ED25519: type_mask |= LIBSSH2_KNOWNHOST_KEY_ED25519; break;
+    default: type_mask |= LIBSSH2_KNOWNHOST_KEY_UNKNOWN; break;
+  }
+  struct libssh2_knownhost* match = nullptr;
+  int check = libssh2_knownhost_checkp(known, target.host.c_str(), target.port, key, key_len,
+                                       type_mask, &match);
+  libssh2_knownhost_free(known);
+  if (check == LIBSSH2_KNOWNHOST_CHECK_MATCH) return true;
+  if (check == LIBSSH2_KNOWNHOST_CHECK_MISMATCH) {
+    *err = "the host key differs from the one in " + path +
+           ": refusing to connect (if the host was reinstalled, remove its old key with "
+           "ssh-keygen -R)";
+    return false;
+  }
+  if (target.strict_host_keys) {
+    *err = "the host is not in " + path +
+           " and --ssh-strict-host-keys is set: add it (e.g. ssh-keyscan) or drop the flag";
+    return false;
+  }
+  // horovodrun runs ssh with StrictHostKeyChecking=no: accept, but say so (once per connection).
+  spdlog::warn("{}: host not in {}; accepting its key", Label(), path);
+  return true;
+}
+
+bool SshHost::State::Authenticate(Session* s, std::string* err) {
+  int timeout_ms = target.connect_timeout_s * 1000;
+  std::string user = UserName();
+  auto from_file = [&](const std::string& key) {
+    return Await(s, [&] {
+      return libssh2_userauth_publickey_fromfile(s->ssh, user.c_str(), nullptr, key.c_str(), nullptr);
+    }, timeout_ms);
+  };
+  if (!target.identity_file.empty()) {
+    if (from_file(target.identity_file) == 0) return true;
+    *err = "key " + target.identity_file + " was refused for user " + user + ": " + SessionError(s->ssh);
+    return false;
+  }
+  // The agent talks over its own socket: use libssh2's blocking mode for it, bounded by the
+  // session timeout.
+  libssh2_session_set_blocking(s->ssh, 1);
+  libssh2_session_set_timeout(s->ssh, timeout_ms);
+  bool ok = false;
+  if (LIBSSH2_AGENT* agent = libssh2_agent_init(s->ssh)) {
+    if (libssh2_agent_connect(agent) == 0 && libssh2_agent_list_identities(agent) == 0) {
+      struct libssh2_agent_publickey* identity = nullptr;
+      while (!ok && libssh2_agent_get_identity(agent, &identity, identity) == 0) {
+        ok = libssh2_agent_userauth(agent, user.c_str(), identity) == 0;
+      }
+      libssh2_agent_disconnect(agent);
+    }
+    libssh2_agent_free(agent);
+  }
+  libssh2_session_set_timeout(s->ssh, 0);
+  libssh2_session_set_blocking(s->ssh, 0);
+  if (ok) return true;
+  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
+    std::string key = HomeDir() + "/.ssh/" + name;
+    if (access(key.c_str(), R_OK) == 0 && from_file(key) == 0) return true;
+  }
+  *err = "no key was accepted for user " + user +
+         " (tried ssh-agent and ~/.ssh/id_{ed25519,ecdsa,rsa}): give one with -i";
+  return false;
+}
+
+Session* SshHost::State::OpenSession(std::string* err) {
+  auto s = std::make_unique<Session>();
+  s->sock = Connect(target, err);
+  if (s->sock < 0) return nullptr;
+  ConfigureLiveness(s->sock, target);
+  s->ssh = libssh2_session_init();
+  if (s->ssh == nullptr) {
+    close(s->sock);
+    *err = "cannot initialize an SSH session";
+    return nullptr;
+  }
+  libssh2_session_set_blocking(s->ssh, 0);
+  // Prefer the cheap modern key exchange OpenSSH's client uses; libssh2 would otherwise settle on
+  // a Diffie-Hellman group exchange whose big modular arithmetic costs the server ~10x more CPU.
+  libssh2_session_method_pref(s->ssh, LIBSSH2_METHOD_KEX,
+                              "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,"
+                              "ecdh-sha2-nistp384,diffie-hellman-group14-sha256,"
+                              "diffie-hellman-group-exchange-sha256");
+  libssh2_session_method_pref(s->ssh, LIBSSH2_METHOD_HOSTKEY,
+                              "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256,ssh-rsa");
+  Session* raw = s.get();
+  sessions.push_back(std::move(s));
+  int timeout_ms = target.connect_timeout_s * 1000;
+  int rc = Await(raw, [&] { return libssh2_session_handshake(raw->ssh, raw->sock); }, timeout_ms);
+  if (rc != 0) {
+    *err = rc == LIBSSH2_ERROR_TIMEOUT
+               ? "no SSH handshake within " + std::to_string(target.connect_timeout_s) +
+                     " s (--ssh-connect-timeout)"
+               : "SSH handshake failed: " + SessionError(raw->ssh);
+    CloseSession(raw);
+    return nullptr;
+  }
+  if (!CheckHostKey(raw, err) || !Authenticate(raw, err)) {
+    CloseSession(raw);
+    return nullptr;
+  }
+  int interval = std::max(1, target.connect_timeout_s / 2);
+  libssh2_keepalive_config(raw->ssh, 1, static_cast<unsigned>(interval));
+  raw->next_keepalive = Clock::now() + std::chrono::seconds(interval);
+  spdlog::debug("{}: connected", Label());
+  return raw;
+}
+
+void SshHost::State::CloseSession(Session* s) {
+  if (s->ssh != nullptr) {
+    // Best effort and short: the peer may be gone.
+    Await(s, [&] { return libssh2_session_disconnect(s->ssh, "etrun is done"); }, 200);
+    libssh2_session_free(s->ssh);
+    s->ssh = nullptr;
+  }
+  if (s->sock >= 0) close(s->sock);
+  s->sock = -1;
+  std::erase_if(sessions, [s](const std::unique_ptr<Session>& x) { return x.get() == s; });
+}
+
+void SshHost::State::Reply(Client* c, int code, const std::string& line) {
+  for (int& fd : c->fds) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+  std::string message = "X" + std::to_string(code) + "\n" + line;
+  send(c->sock, message.data(), message.size(), MSG_NOSIGNAL);
+  c->done = true;
+}
+
+void SshHost::State::Fail(Client* c, const std::string& what) {
+  Reply(c, kSshFailure, "etrun: error: " + Label() + ": " + what);
+}
+
+// The stub is gone (killed, or etrun is shutting down): stop its remote command.
+void SshHost::State::Drop(Client* c) {
+  if (c->channel != nullptr) {
+    Session* s = c->session;
+    Await(s, [&] { return libssh2_channel_close(c->channel); }, 1000);
+    Await(s, [&] { return libssh2_channel_free(c->channel); }, 1000);
+    c->channel = nullptr;
+    --s->channels;
+  }
+  for (int& fd : c->fds) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+  if (c->sock >= 0) close(c->sock);
+  c->sock = -1;
+  c->done = true;
+}
+
+void SshHost::State::LoseSession(Session* s, const std::string& why) {
+  for (auto& c : clients) {
+    if (c->session != s || c->done) continue;
+    c->channel = nullptr;  // freed with the session
+    c->session = nullptr;
+    // Output already received is kept; what was in flight is lost with the connection.
+    for (int stream = 0; stream < 2; ++stream) {
+      if (!c->pending[stream].empty() && c->fds[stream] >= 0) {
+        int flags = fcntl(c->fds[stream], F_GETFL);
+        fcntl(c->fds[stream], F_SETFL, flags & ~O_NONBLOCK);
+        [[maybe_unused]] ssize_t n = write(c->fds[stream], c->pending[stream].data(), c->pending[stream].size());
+      }
+    }
+    Fail(c.get(), "connection lost: " + why);
+  }
+  spdlog::debug("{}: connection lost: {}", Label(), why);
+  CloseSession(s);
+}
+
+void SshHost::State::Accept(int listen_fd) {
+  while (true) {
+    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    struct ucred cred = {};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+        (cred.uid != getuid() && cred.uid != 0)) {
+      close(fd);  // another user's process: it may not run commands as us
+      continue;
+    }
+    auto c = std::make_unique<Client>();
+    c->sock = fd;
+    clients.push_back(std::move(c));
+  }
+}
+
+void SshHost::State::ReadClient(Client* c) {
+  while (!c->done) {
+    // The request may be large (the whole remote command): size it first.
+    char first;
+    struct iovec peek_iov = {&first, 1};
+    struct msghdr peek = {};
+    peek.msg_iov = &peek_iov;
+    peek.msg_iovlen = 1;
+    ssize_t size = recvmsg(c->sock, &peek, MSG_PEEK | MSG_TRUNC);
+    if (size < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (size <= 0) {  // the stub exited or was killed
+      Drop(c);
+      return;
+    }
+    std::string data(static_cast<size_t>(size), '\0');
+    struct iovec iov = {data.data(), data.size()};
+    alignas(struct cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    ssize_t n = recvmsg(c->sock, &msg, MSG_CMSG_CLOEXEC);
+    if (n <= 0) {
+      Drop(c);
+      return;
+    }
+    int fds[2] = {-1, -1};
+    for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+        size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        int received[2] = {-1, -1};
+        memcpy(received, CMSG_DATA(cm), std::min<size_t>(count, 2) * sizeof(int));
+        for (size_t i = 0; i < count && i < 2; ++i) fds[i] = received[i];
+      }
+    }
+    if (data[0] == 'R' && !c->requested && fds[0] >= 0 && fds[1] >= 0) {
+      c->requested = true;
+      c->command = data.substr(1);
+      for (int i = 0; i < 2; ++i) {
+        c->fds[i] = fds[i];
+        fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+      }
+      continue;
+    }
+    for (int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
+    if (data[0] == 'T' && c->channel != nullptr) {
+      // Stop: EOF on the remote command's stdin makes the wrapper stop it (ssh_rank.h).
+      if (Await(c->session, [&] { return libssh2_channel_send_eof(c->channel); }, 1000) != 0) {
+        LoseSession(c->session, "cannot send EOF: " + SessionError(c->session->ssh));
+        return;
+      }
+    }
+  }
+}
+
+void SshHost::State::Start(Client* c) {
+  // Ranks that asked together share one connection attempt's fate: a host that just failed is
+  // not tried again for each of them (each try may cost the whole connect timeout).
+  if (!last_failure.empty() && Clock::now() - last_failure_time < std::chrono::seconds(1)) {
+    Fail(c, last_failure);
+    return;
+  }
+  int timeout_ms = target.connect_timeout_s * 1000;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Session* s = nullptr;
+    for (auto& candidate : sessions) {
+      if (candidate->channels < candidate->max_channels) s = candidate.get();
+    }
+    std::string err;
+    if (s == nullptr && (s = OpenSession(&err)) == nullptr) {
+      last_failure = err;
+      last_failure_time = Clock::now();
+      Fail(c, err);
+      return;
+    }
+    LIBSSH2_CHANNEL* channel = nullptr;
+    int rc = Await(s, [&] {
+      channel = libssh2_channel_open_session(s->ssh);
+      return channel != nullptr ? 0 : libssh2_session_last_errno(s->ssh);
+    }, timeout_ms);
+    if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && s->channels > 0) {
+      s->max_channels = s->channels;  // the server's MaxSessions: use another connection
+      spdlog::debug("{}: the server allows {} channels per connection", Label(), s->channels);
+      continue;
+    }
+    if (rc != 0) {
+      LoseSession(s, "cannot open a channel: " + SessionError(s->ssh));
+      if (!c->done) Fail(c, "cannot open a channel");
+      return;
+    }
+    rc = Await(s, [&] { return libssh2_channel_exec(channel, c->command.c_str()); }, timeout_ms);
+    if (rc != 0) {
+      std::string why = SessionError(s->ssh);
+      Await(s, [&] { return libssh2_channel_free(channel); }, 1000);
+      Fail(c, "cannot run the command: " + why);
+      return;
+    }
+    ++s->channels;
+    c->session = s;
+    c->channel = channel;
+    return;
+  }
+  Fail(c, "the server refused another channel");
+}
+
+// Moves what the channel has into the rank's pipes. Returns true when anything moved.
+bool SshHost::State::Pump(Client* c) {
+  bool progress = false;
+  for (int stream = 0; stream < 2; ++stream) {
+    std::string& pending = c->pending[stream];
+    if (!pending.empty()) {
+      ssize_t n = write(c->fds[stream], pending.data(), pending.size());
+      if (n > 0) {
+        pending.erase(0, static_cast<size_t>(n));
+        progress = true;
+      } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        pending.clear();  // the reader is gone (etrun gave up on this rank's output)
+        close(c->fds[stream]);
+        c->fds[stream] = -1;
+      }
+      if (!pending.empty()) continue;  // back-pressure: the channel's window fills and stops it
+    }
+    while (c->channel != nullptr) {
+      ssize_t n = libssh2_channel_read_ex(c->channel, stream == 0 ? 0 : SSH_EXTENDED_DATA_STDERR,
+                                          buffer, sizeof(buffer));
+      if (n == LIBSSH2_ERROR_EAGAIN || n == 0) break;
+      if (n < 0) {
+        LoseSession(c->session, SessionError(c->session->ssh));
+        return true;
+      }
+      progress = true;
+      if (c->fds[stream] < 0) continue;  // nobody reads it any more: discard
+      ssize_t w = write(c->fds[stream], buffer, static_cast<size_t>(n));
+      if (w < 0 && (errno == EAGAIN || errno == EINTR)) w = 0;
+      if (w < 0) {
+        close(c->fds[stream]);
+        c->fds[stream] = -1;
+        continue;
+      }
+      if (w < n) {
+        pending.assign(buffer + w, static_cast<size_t>(n - w));
+        break;
+      }
+    }
+  }
+  if (c->channel != nullptr && c->pending[0].empty() && c->pending[1].empty() &&
+      libssh2_channel_eof(c->channel)) {
+    Finish(c);
+    progress = true;
+  }
+  return progress;
+}
+
+void SshHost::State::Finish(Client* c) {
+  Session* s = c->session;
+  int timeout_ms = target.connect_timeout_s * 1000;
+  int rc = Await(s, [&] { return libssh2_channel_close(c->channel); }, timeout_ms);
+  if (rc == 0) rc = Await(s, [&] { return libssh2_channel_wait_closed(c->channel); }, timeout_ms);
+  if (rc != 0) {
+    // Without the close, the exit status may be missing (libssh2 then reports 0): never guess.
+    LoseSession(s, "closing a channel: " + SessionError(s->ssh));
+    return;
+  }
+  char* signal_name = nullptr;
+  size_t signal_len = 0;
+  libssh2_channel_get_exit_signal(c->channel, &signal_name, &signal_len, nullptr, nullptr, nullptr,
+                                  nullptr);
+  int code;
+  if (signal_name != nullptr) {
+    int sig = SignalNumber(std::string(signal_name, signal_len));
+    code = 128 + (sig != 0 ? sig : SIGTERM);
+    free(signal_name);
+  } else {
+    code = libssh2_channel_get_exit_status(c->channel);
+  }
+  Await(s, [&] { return libssh2_channel_free(c->channel); }, 1000);
+  c->channel = nullptr;
+  c->session = nullptr;
+  --s->channels;
+  Reply(c, code, "");
+}
+
+void SshHost::State::Run(int listen_fd, int wake_fd) {
+  std::vector<struct pollfd> polls;
+  bool progress = false;
+  while (true) {
+    polls.clear();
+    polls.push_back({wake_fd, POLLIN, 0});
+    polls.push_back({listen_fd, POLLIN, 0});
+    for (auto& c : clients) {
+      polls.push_back({c->sock, POLLIN, 0});
+      for (int stream = 0; stream < 2; ++stream) {
+        if (!c->pending[stream].empty()) polls.push_back({c->fds[stream], POLLOUT, 0});
+      }
+    }
+    auto now = Clock::now();
+    int timeout_ms = progress ? 0 : 1000;
+    for (auto& s : sessions) {
+      short events = POLLIN;
+      if (libssh2_session_block_directions(s->ssh) & LIBSSH2_SESSION_BLOCK_OUTBOUND) events |= POLLOUT;
+      polls.push_back({s->sock, events, 0});
+      auto until = std::chrono::duration_cast<std::chrono::milliseconds>(s->next_keepalive - now).count();
+      timeout_ms = static_cast<int>(std::clamp<long long>(until, 0, timeout_ms));
+    }
+    poll(polls.data(), polls.size(), timeout_ms);
+    if (polls[0].revents != 0) return;
+    if (polls[1].revents & POLLIN) Accept(listen_fd);
+    for (size_t i = 0; i < clients.size(); ++i) {
+      Client* c = clients[i].get();
+      if (!c->done) ReadClient(c);
+      if (!c->done && c->requested && c->channel == nullptr && c->session == nullptr) Start(c);
+    }
+    progress = false;
+    for (size_t i = 0; i < clients.size(); ++i) {
+      Client* c = clients[i].get();
+      if (!c->done && c->channel != nullptr) progress = Pump(c) || progress;
+    }
+    std::erase_if(clients, [](const std::unique_ptr<Client>& c) {
+      if (c->done && c->sock >= 0) close(c->sock);
+      return c->done;
+    });
+    now = Clock::now();
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      Session* s = sessions[i].get();
+      if (now < s->next_keepalive) continue;
+      int next = 0;
+      int rc = libssh2_keepalive_send(s->ssh, &next);
+      if (rc != 0 && rc != LIBSSH2_ERROR_EAGAIN) {
+        LoseSession(s, SessionError(s->ssh));
+        break;  // sessions changed
+      }
+      s->next_keepalive = now + std::chrono::seconds(std::max(next, 1));
+    }
+  }
+}
+
+SshHost::SshHost(SshTarget target) : target_(std::move(target)) {
+  static std::once_flag init;
+  std::call_once(init, [] { libssh2_init(0); });
+  std::random_device random;
+  socket_name_ = fmt::format("etrun-ssh/{}/{:08x}{:08x}", getpid(), random(), random());
+  listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path + 1, socket_name_.data(), socket_name_.size());
+  socklen_t len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 + socket_name_.size());
+  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<struct sockaddr*>(&addr), len) != 0 ||
+      listen(listen_fd_, SOMAXCONN) != 0 || pipe2(wake_fd_, O_CLOEXEC) != 0) {
+    std::string why = strerror(errno);
+    if (listen_fd_ >= 0) close(listen_fd_);
+    throw std::runtime_error("cannot create the SSH helper socket: " + why);
+  }
+  state_ = std::make_unique<State>(target_);
+  thread_ = std::thread([this] { state_->Run(listen_fd_, wake_fd_[0]); });
+}
+
+SshHost::~SshHost() {
+  char stop = 'q';
+  [[maybe_unused]] ssize_t n = write(wake_fd_[1], &stop, 1);
+  thread_.join();
+  state_.reset();  // closes channels and sessions
+  close(listen_fd_);
+  close(wake_fd_[0]);
+  close(wake_fd_[1]);
+}
+
+const std::string& SshHosts::SocketFor(const SshTarget& target) {
+  std::string key = target.host + ":" + std::to_string(target.port);
+  auto& host = hosts_[key];
+  if (host == nullptr) host = std::make_unique<SshHost>(target);
+  return host->socket_name();
+}
+
+}  // namespace etrun::launcher

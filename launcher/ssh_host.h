@@ -1,0 +1,64 @@
+// SshHost: one remote host's SSH connection, shared by every rank etrun runs there. A thread of
+// its own opens one libssh2 session (more only when the server's MaxSessions refuses another
+// channel), runs each rank's command on a channel of it, and writes the channel's stdout and
+// stderr straight into that rank's output pipes.
+//
+// A remote rank is still a local process to RankSet: a tiny stub (`etrun __ssh_rank`, see
+// ssh_rank.h) that connects to its host's SshHost over a unix socket, hands over its remote
+// command and its own stdout/stderr, and exits with the remote exit status once the SshHost
+// sends it. Signals, process groups, the guardian and exit codes work as for local ranks:
+//   SIGTERM/SIGINT to the stub  -> the channel gets EOF -> the remote wrapper stops the command;
+//   the stub killed (SIGKILL)   -> the SshHost closes the channel, with the same effect;
+//   etrun killed                -> the TCP connection drops, sshd closes every channel.
+// The socket is abstract (nothing on disk to leave behind) and refuses peers of other users.
+// A host that stops answering is declared lost after TCP_USER_TIMEOUT (keepalives keep data in
+// flight), so its ranks fail instead of hanging.
+#ifndef ETRUN_LAUNCHER_SSH_HOST_H_
+#define ETRUN_LAUNCHER_SSH_HOST_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "launcher/ssh_rank.h"
+
+namespace etrun::launcher {
+
+class SshHost {
+ public:
+  // Creates the unix socket stubs connect to and starts the host's thread. The SSH connection
+  // itself is made when the first rank asks for it. Throws std::runtime_error when the socket
+  // cannot be created.
+  explicit SshHost(SshTarget target);
+  // Closes every channel (their remote commands are stopped) and the sessions, then joins.
+  ~SshHost();
+  SshHost(const SshHost&) = delete;
+  SshHost& operator=(const SshHost&) = delete;
+
+  // The abstract socket name (without the leading NUL) for the stubs.
+  const std::string& socket_name() const { return socket_name_; }
+
+ private:
+  struct State;  // owned by the thread while it runs
+  SshTarget target_;
+  std::string socket_name_;
+  int listen_fd_ = -1;
+  int wake_fd_[2] = {-1, -1};  // a byte on [1] asks the thread to stop
+  std::unique_ptr<State> state_;
+  std::thread thread_;
+};
+
+// The SshHosts of one job, one per (host, port): ranks on the same host share its connection.
+class SshHosts {
+ public:
+  // The socket for `target`'s host, starting its SshHost on first use. Throws like SshHost.
+  const std::string& SocketFor(const SshTarget& target);
+
+ private:
+  std::map<std::string, std::unique_ptr<SshHost>> hosts_;
+};
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_SSH_HOST_H_
