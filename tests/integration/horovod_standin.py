@@ -19,6 +19,10 @@ import time
 ADDR = os.environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"]
 PORT = int(os.environ["HOROVOD_GLOO_RENDEZVOUS_PORT"])
 NOISE = bytes(range(256)) + b"\r\n\r\n\x00\x00HTTP/1.1 200 OK\r\n"
+# The mesh listens on loopback, or (STANDIN_MESH=hostname) on HOROVOD_HOSTNAME's address, for
+# hosts that are separate network namespaces.
+MESH_IP = (socket.gethostbyname(os.environ["HOROVOD_HOSTNAME"])
+           if os.environ.get("STANDIN_MESH") == "hostname" else "127.0.0.1")
 
 
 def http(method, path, body=b"", raw=None):
@@ -51,21 +55,21 @@ def http(method, path, body=b"", raw=None):
     return status, rest
 
 
-def pack_address(port, rank, peer):
-    # A fake Gloo pair address: the listening port plus binary noise tagged by (rank, peer).
-    return struct.pack("<HII", port, rank, peer) + NOISE
+def pack_address(ip, port, rank, peer):
+    # A fake Gloo pair address: the listener's address plus binary noise tagged by (rank, peer).
+    return struct.pack("<4sHII", socket.inet_aton(ip), port, rank, peer) + NOISE
 
 
 def scope_rendezvous(scope, rank, size):
     listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
+    listener.bind((MESH_IP, 0))
     listener.listen(size)
     port = listener.getsockname()[1]
     assert http("PUT", f"/{scope}/rank_{rank}", socket.gethostname().encode())[0] == 200
     for i in range(rank):
         status, _ = http("GET", f"/{scope}/rank_{i}")
         assert status in (200, 404), status
-    blob = b"".join(pack_address(port, rank, peer) for peer in range(size) if peer != rank)
+    blob = b"".join(pack_address(MESH_IP, port, rank, peer) for peer in range(size) if peer != rank)
     assert http("PUT", f"/{scope}/{rank}", blob)[0] == 200
     peer_ports = {}
     deadline = time.monotonic() + 30
@@ -77,13 +81,13 @@ def scope_rendezvous(scope, rank, size):
             time.sleep(0.01)
         status, value = http("GET", f"/{scope}/{i}")
         assert status == 200
-        want = b"".join(pack_address(struct.unpack("<H", value[:2])[0], i, p)
-                        for p in range(size) if p != i)
+        ip, port = socket.inet_ntoa(value[:4]), struct.unpack("<H", value[4:6])[0]
+        want = b"".join(pack_address(ip, port, i, p) for p in range(size) if p != i)
         assert value == want, f"{scope}/{i}: value changed in transit"
-        peer_ports[i] = struct.unpack("<H", value[:2])[0]
+        peer_ports[i] = (ip, port)
     # Barrier over the mesh: tell every peer we are here, hear from every peer.
     for i, p in peer_ports.items():
-        with socket.create_connection(("127.0.0.1", p), timeout=30) as c:
+        with socket.create_connection(p, timeout=30) as c:
             c.sendall(struct.pack("<I", rank))
     heard = set()
     listener.settimeout(30)
