@@ -160,7 +160,7 @@ bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* e
 
 LaunchSpec RemoteLaunchSpec(const JobConfig& config, const std::vector<std::string>& environment,
                             const rendezvous::SlotInfo& slot, int group_rank, const RunVars& run,
-                            SshHosts* ssh) {
+                            SshHosts* ssh, const std::vector<std::string>& extra_env) {
   // The remote login environment is the base; the launcher's exportable variables and the
   // slot's are passed on the command line (spec §3.3-3.4).
   std::vector<std::string> exported;
@@ -168,6 +168,7 @@ LaunchSpec RemoteLaunchSpec(const JobConfig& config, const std::vector<std::stri
     if (IsExportable(kv.substr(0, kv.find('=')))) exported.push_back(kv);
   }
   std::vector<std::string> remote_env = BuildWorkerEnv(exported, config.tunables, slot, group_rank, run);
+  remote_env.insert(remote_env.end(), extra_env.begin(), extra_env.end());  // `env` keeps the last
   char cwd[4096];
   std::string dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
   SshTarget target;

@@ -51,10 +51,10 @@ std::string JoinCommand(const std::vector<std::string>& argv);
 
 // The local stub that runs `slot` on its remote host over SSH (launcher/ssh_rank.h), through the
 // host's shared connection in `ssh` (started on first use; throws std::runtime_error when its
-// socket cannot be made).
+// socket cannot be made). `extra_env` ("K=V") is set remotely after the worker environment.
 LaunchSpec RemoteLaunchSpec(const JobConfig& config, const std::vector<std::string>& environment,
                             const rendezvous::SlotInfo& slot, int group_rank, const RunVars& run,
-                            class SshHosts* ssh);
+                            class SshHosts* ssh, const std::vector<std::string>& extra_env = {});
 
 // Registers etrun's stdout and stderr on `sink` and returns the console output settings of
 // `config` (timestamps), for ranks to copy and add their files to.

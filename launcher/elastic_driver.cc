@@ -312,6 +312,13 @@ void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoin
   MaybeFinish();
 }
 
+void ElasticDriver::OnHostUnreachable(const std::string& host, TimePoint now) {
+  now_ = now;
+  if (hosts_->IsBlacklisted(host)) return;
+  spdlog::warn("blacklisting host {}: it cannot be reached", host);
+  hosts_->Blacklist(host, now);
+}
+
 void ElasticDriver::OnTick(TimePoint now) {
   now_ = now;
   if (phase_ == Phase::kWaitingToStart || phase_ == Phase::kResuming) {

@@ -86,6 +86,9 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   // Events.
   void OnDiscovery(const discovery::ScriptResult& result, TimePoint now);
   void OnWorkerExit(const SlotKey& slot, ExitStatus status, TimePoint now);
+  // A host's workers could not be reached (SSH connection refused or lost): blacklisted in
+  // both modes, so restart mode does not start the next world on it. Call before their exits.
+  void OnHostUnreachable(const std::string& host, TimePoint now);
   void OnTick(TimePoint now);  // deadlines; call at least every second
   void RecordReady(const std::string& host, int local_rank,
                    std::function<void(std::optional<rendezvous::SlotInfo>)> reply) override;

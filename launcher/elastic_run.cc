@@ -69,24 +69,27 @@ class RankSetWorkers : public WorkerControl {
       }
       if (master_port_ != 0) run.master_port = master_port_;
     }
+    std::vector<std::string> restart_env;
+    if (config_.restart_mode) {
+      restart_env = {"TORCHELASTIC_RESTART_COUNT=" + std::to_string((*driver_)->resets()),
+                     "TORCHELASTIC_MAX_RESTARTS=" + std::to_string(config_.reset_limit.value_or(-1))};
+    }
     if (remote) {
       // Over SSH; a host that cannot be reached fails like a crashed rank (blacklisted).
       try {
-        spec = RemoteLaunchSpec(config_, environment_, slot, group_rank, run, ssh_);
+        spec = RemoteLaunchSpec(config_, environment_, slot, group_rank, run, ssh_, restart_env);
       } catch (const std::runtime_error& e) {
         return Fail(key, e.what());
       }
     } else {
       spec.env = BuildWorkerEnv(environment_, config_.tunables, slot, group_rank, run);
-    }
-    if (config_.restart_mode && !remote) {
       // Ours win over inherited ones: drop those first (getenv finds the first of duplicates).
-      std::erase_if(spec.env, [](const std::string& kv) {
-        return kv.starts_with("TORCHELASTIC_RESTART_COUNT=") || kv.starts_with("TORCHELASTIC_MAX_RESTARTS=");
-      });
-      spec.env.push_back("TORCHELASTIC_RESTART_COUNT=" + std::to_string((*driver_)->resets()));
-      spec.env.push_back("TORCHELASTIC_MAX_RESTARTS=" +
-                         std::to_string(config_.reset_limit.value_or(-1)));
+      if (config_.restart_mode) {
+        std::erase_if(spec.env, [](const std::string& kv) {
+          return kv.starts_with("TORCHELASTIC_RESTART_COUNT=") || kv.starts_with("TORCHELASTIC_MAX_RESTARTS=");
+        });
+      }
+      spec.env.insert(spec.env.end(), restart_env.begin(), restart_env.end());
     }
     spdlog::debug("starting {}[{}] as rank {} of {}: {}", slot.hostname, slot.local_rank, slot.rank,
                   slot.size, JoinCommand(spec.argv));
@@ -274,7 +277,10 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
     check_done();
   };
   ranks.set_on_finished([&](const RankSet::Finished& f) {
-    if (auto key = workers.Finished(f.id)) driver.OnWorkerExit(*key, f.status, Now());
+    if (auto key = workers.Finished(f.id)) {
+      if (!f.status.success() && ssh.Unreachable(key->first)) driver.OnHostUnreachable(key->first, Now());
+      driver.OnWorkerExit(*key, f.status, Now());
+    }
     check_done();
   });
 

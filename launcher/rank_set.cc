@@ -162,7 +162,9 @@ void RankSet::Resume() {
 }
 
 void RankSet::Reap() {
-  for (auto& r : ranks_) {
+  // By index: MaybeFinish's callback may start ranks, which grows ranks_ under us.
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    Rank* r = ranks_[i].get();
     if (r->exited) continue;
     int status;
     pid_t got = waitpid(r->process.pid, &status, WNOHANG);
@@ -170,7 +172,7 @@ void RankSet::Reap() {
     r->exited = true;
     r->status = ExitStatus::FromWaitStatus(status);
     spdlog::debug("rank {} on {} (pid {}) {}", r->rank, r->host, r->process.pid, r->status.Describe());
-    Rank* raw = r.get();
+    Rank* raw = r;
     r->drain_timer.expires_after(drain_grace_);
     r->drain_timer.async_wait([this, raw](const boost::system::error_code& ec) {
       if (!ec) OnDrainTimer(raw, 1);

@@ -131,7 +131,8 @@ struct Client {
 }  // namespace
 
 struct SshHost::State {
-  explicit State(const SshTarget& t) : target(t) {}
+  State(const SshTarget& t, std::shared_ptr<std::atomic<bool>> flag)
+      : target(t), unreachable(std::move(flag)) {}
   ~State();
 
   void Run(int listen_fd, int wake_fd);
@@ -153,6 +154,7 @@ struct SshHost::State {
   std::string Label() const { return fmt::format("ssh {}:{}", target.host, target.port); }
 
   SshTarget target;
+  std::shared_ptr<std::atomic<bool>> unreachable;
   std::vector<std::unique_ptr<Session>> sessions;
   std::vector<std::unique_ptr<Client>> clients;
   std::string last_failure;
@@ -305,6 +307,7 @@ Session* SshHost::State::OpenSession(std::string* err) {
   libssh2_keepalive_config(raw->ssh, 1, static_cast<unsigned>(interval));
   raw->next_keepalive = Clock::now() + std::chrono::seconds(interval);
   spdlog::debug("{}: connected", Label());
+  unreachable->store(false);
   return raw;
 }
 
@@ -368,6 +371,7 @@ void SshHost::State::LoseSession(Session* s, const std::string& why) {
     Fail(c.get(), "connection lost: " + why);
   }
   spdlog::debug("{}: connection lost: {}", Label(), why);
+  unreachable->store(true);
   CloseSession(s);
 }
 
@@ -463,6 +467,7 @@ void SshHost::State::Start(Client* c) {
     if (s == nullptr && (s = OpenSession(&err)) == nullptr) {
       last_failure = err;
       last_failure_time = Clock::now();
+      unreachable->store(true);
       Fail(c, err);
       return;
     }
@@ -643,7 +648,7 @@ SshHost::SshHost(SshTarget target) : target_(std::move(target)) {
     if (listen_fd_ >= 0) close(listen_fd_);
     throw std::runtime_error("cannot create the SSH helper socket: " + why);
   }
-  state_ = std::make_unique<State>(target_);
+  state_ = std::make_unique<State>(target_, unreachable_);
   thread_ = std::thread([this] { state_->Run(listen_fd_, wake_fd_[0]); });
 }
 
@@ -662,6 +667,17 @@ const std::string& SshHosts::SocketFor(const SshTarget& target) {
   auto& host = hosts_[key];
   if (host == nullptr) host = std::make_unique<SshHost>(target);
   return host->socket_name();
+}
+
+}  // namespace etrun::launcher
+
+namespace etrun::launcher {
+
+bool SshHosts::Unreachable(const std::string& host) const {
+  for (const auto& [key, ssh_host] : hosts_) {
+    if (key.substr(0, key.rfind(':')) == host && ssh_host->unreachable()) return true;
+  }
+  return false;
 }
 
 }  // namespace etrun::launcher

@@ -16,6 +16,7 @@
 #ifndef ETRUN_LAUNCHER_SSH_HOST_H_
 #define ETRUN_LAUNCHER_SSH_HOST_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,8 +40,13 @@ class SshHost {
   // The abstract socket name (without the leading NUL) for the stubs.
   const std::string& socket_name() const { return socket_name_; }
 
+  // True from a failed connection attempt or a lost connection until the next one succeeds:
+  // the host's ranks failed because it cannot be reached, not because they crashed.
+  bool unreachable() const { return unreachable_->load(); }
+
  private:
   struct State;  // owned by the thread while it runs
+  std::shared_ptr<std::atomic<bool>> unreachable_ = std::make_shared<std::atomic<bool>>(false);
   SshTarget target_;
   std::string socket_name_;
   int listen_fd_ = -1;
@@ -54,6 +60,9 @@ class SshHosts {
  public:
   // The socket for `target`'s host, starting its SshHost on first use. Throws like SshHost.
   const std::string& SocketFor(const SshTarget& target);
+
+  // Whether `host` (any port) is currently unreachable; see SshHost::unreachable.
+  bool Unreachable(const std::string& host) const;
 
  private:
   std::map<std::string, std::unique_ptr<SshHost>> hosts_;

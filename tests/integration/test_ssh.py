@@ -161,3 +161,22 @@ def test_a_changed_host_key_is_always_refused(sshd, tmp_path):
                   env={"HOME": str(home)}, timeout=60)
     assert r.returncode == 255
     assert "the host key differs from the one in" in r.stderr.decode()
+
+
+def test_elastic_treats_an_unreachable_host_as_failed_and_goes_on_without_it(sshd, tmp_path):
+    # Nothing listens on 127.0.0.9: its rank fails like a crashed one, the host is blacklisted,
+    # and (restart mode: every failure restarts the world) the job finishes on 127.0.0.2 alone.
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\necho 127.0.0.2:1\necho 127.0.0.9:1\n")
+    script.chmod(0o755)
+    r = run_etrun(["-np", "2", "--min-np", "1", "--host-discovery-script", str(script),
+                   "--elastic-mode", "restart", *ssh_args(sshd), "--ssh-connect-timeout", "5",
+                   "sh", "-c", 'sleep 1; echo "size=$WORLD_SIZE restarts=$TORCHELASTIC_RESTART_COUNT"'],
+                  env=env_for(sshd), timeout=120)
+    assert r.returncode == 0, r.stderr
+    err = r.stderr.decode()
+    assert re.search(r"ssh 127\.0\.0\.9:\d+: cannot connect: Connection refused", err), err
+    assert "127.0.0.9" in err and "blacklist" in err, err
+    out = r.stdout.decode()
+    # The last world is rank 0 alone on 127.0.0.2, started after one restart.
+    assert out.rstrip().endswith("[0]<stdout>:size=1 restarts=1"), out

@@ -390,3 +390,20 @@ TEST_CASE("restart mode: a failure restarts everyone, without blacklisting, up t
   REQUIRE(job.driver.finished());
   CHECK(job.driver.exit_code() == 5);
 }
+
+TEST_CASE("restart mode: an unreachable host is blacklisted and the next world starts without it") {
+  ElasticOptions o = Job::Options();
+  o.restart_all = true;
+  o.np = 2;
+  o.min_np = 1;
+  Job job(o);
+  job.Discover("a:1\nb:1\n");
+  job.driver.OnHostUnreachable("b", job.now);
+  job.Exit("b", 0, 255);
+  job.driver.OnWorkerExit({"a", 0}, ExitStatus::Signaled(15), job.now);
+  CHECK(job.hosts.IsBlacklisted("b"));
+  CHECK(job.StartedNames() == std::vector<std::string>{"a:0=r0", "b:0=r1", "a:0=r0"});
+  job.Exit("a", 0, 0);
+  REQUIRE(job.driver.finished());
+  CHECK(job.driver.exit_code() == 0);
+}
