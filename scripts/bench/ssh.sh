@@ -27,7 +27,8 @@ sleep 0.5
 mkdir -p "$work/home/.ssh"
 for i in 2 3 4 5 6 7 8 9; do echo "[127.0.0.$i]:$port $(cut -d' ' -f1,2 "$work/host_key.pub")"; done > "$work/home/.ssh/known_hosts"
 export HOME=$work/home OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-ssh_opts="-p $port -i $work/key -o BatchMode=yes -o LogLevel=ERROR"
+# ssh reads known_hosts from the passwd home, not $HOME: name the file.
+ssh_opts="-p $port -i $work/key -o BatchMode=yes -o LogLevel=ERROR -o UserKnownHostsFile=$work/home/.ssh/known_hosts"
 
 for layout in "2 127.0.0.2:4,127.0.0.3:4" "8 127.0.0.2:1,127.0.0.3:1,127.0.0.4:1,127.0.0.5:1,127.0.0.6:1,127.0.0.7:1,127.0.0.8:1,127.0.0.9:1"; do
   read -r nhosts hosts <<< "$layout"
@@ -37,7 +38,7 @@ for layout in "2 127.0.0.2:4,127.0.0.3:4" "8 127.0.0.2:1,127.0.0.3:1,127.0.0.4:1
   done
   echo "== 8 ranks on $nhosts hosts"
   hyperfine -N --warmup 2 --runs "$RUNS" --export-json "$work/r.json" ${HYPERFINE_ARGS:-} \
-    -n floor "bash -c 'for h in $targets; do ssh $ssh_opts \$h /bin/true & done; wait'" \
+    -n floor "bash -c 'p=; for h in $targets; do ssh $ssh_opts \$h /bin/true & p=\"\$p \$!\"; done; for x in \$p; do wait \$x || exit 1; done'" \
     -n etrun "$ETRUN -np 8 -H $hosts -p $port -i $work/key /bin/true" \
     -n mpirun "mpirun --oversubscribe --mca routed direct -np 8 -H $hosts --mca plm_rsh_args '$ssh_opts' /bin/true" \
     | grep -E "Benchmark|Time"
