@@ -389,7 +389,7 @@ def test_kubernetes_template_works_with_a_real_kubectl(tools, tmp_path):
 
 GPUS = ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0a)\r\n"
         "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-1b)\n"
-        "  MIG 3g.40gb     Device  0: (UUID: MIG-2c)\n"
+        "  MIG 3g.40gb     Device  0: (UUID: MIG-GPU-0a/7/0)\n"
         "GPU 2: NVIDIA H100 80GB HBM3 (UUID: GPU-3d)\n")
 
 
@@ -461,9 +461,9 @@ def test_scripts_are_executable_posix_sh_that_dash_and_shellcheck_accept(script)
     assert text.startswith("#!/bin/sh\n") and "\nset -eu\n" in text
     assert "Example" in text  # the header says how to use it
     subprocess.run(["dash", "-n", path], check=True)
-    if shutil.which("shellcheck"):
-        r = subprocess.run(["shellcheck", "--shell=sh", path], capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout
+    assert shutil.which("shellcheck"), "shellcheck is missing: scripts/deps.sh lists it"
+    r = subprocess.run(["shellcheck", "--shell=sh", path], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout
 
 
 # ---------------------------------------------------------------------------------------------
