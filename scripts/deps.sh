@@ -6,7 +6,7 @@ ETRUN_PACKAGES=(
   libssh2-1-dev libssl-dev libopenmpi-dev openmpi-bin
   libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev
   python3 python3-pytest python3-torch
-  hyperfine wrk time procps openssh-server openssh-client
+  hyperfine wrk time procps openssh-server openssh-client shellcheck
 )
 
 ensure_packages() {
