@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "rendezvous/access_list.h"
+
 #ifndef ETRUN_VERSION
 #define ETRUN_VERSION "0.1.0"
 #endif
@@ -194,6 +196,10 @@ class FlagTable {
   bool Parse(const std::vector<std::string>& tokens, std::string* err);
   // Every --network-interface(s) value, in command-line order.
   std::vector<std::string> NicValues() const;
+  // Every value given to a TakeAll option, in command-line order.
+  std::vector<std::string> Results(const std::string& name) const {
+    return app_.get_option(name)->results();
+  }
   std::string Help() const { return app_.help(); }
 
  private:
@@ -309,6 +315,13 @@ void FlagTable::AddGeneral(JobConfig* c) {
           "A network interface to use. Repeatable: --network-interface eth0 "
           "--network-interface eth1.")
       ->type_name("NIC")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  Finish(app_.add_option("--rendezvous-allow"), nullptr)
+      ->description(
+          "Also admits rendezvous connections from this IPv4 network (CIDR, e.g. 10.0.0.0/8; "
+          "comma-separated, repeatable). By default only this machine and the job's hosts are "
+          "admitted; others get 403.")
+      ->type_name("CIDR")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   Text("--output-filename", &c->output_filename,
        "Also writes each rank's raw stdout and stderr to DIR/rank.<rank>/<stdout|stderr>.")
@@ -677,6 +690,30 @@ bool CollectNics(const FlagTable& t, std::vector<std::string>* nics, std::string
   return true;
 }
 
+bool CollectAllowed(const FlagTable& t, std::vector<std::string>* networks, std::string* err) {
+  for (const std::string& value : t.Results("--rendezvous-allow")) {
+    std::stringstream in(value);
+    bool any = false;
+    for (std::string item; std::getline(in, item, ',');) {
+      item = Trim(item);
+      if (item.empty()) continue;
+      any = true;
+      rendezvous::Cidr cidr;
+      std::string why;
+      if (!rendezvous::ParseCidr(item, &cidr, &why)) {
+        *err = "--rendezvous-allow: " + why;
+        return false;
+      }
+      networks->push_back(item);
+    }
+    if (!any) {
+      *err = "--rendezvous-allow: expected a network such as 10.0.0.0/8, got '" + value + "'";
+      return false;
+    }
+  }
+  return true;
+}
+
 bool CheckNotSupportedYet(const FlagTable& t, std::string* err) {
   for (const NotSupportedYet& row : kNotSupportedYet) {
     if (t.Given(row.option)) {
@@ -765,7 +802,8 @@ ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig*
 
   if (!table.Parse(normalized.options, &err) || !CheckExclusions(table, &err) ||
       !CheckLaunchValues(table, parsed, &err) || !CheckTunables(table, parsed.tunables, &err) ||
-      !CollectNics(table, &parsed.network_interfaces, &err)) {
+      !CollectNics(table, &parsed.network_interfaces, &err) ||
+      !CollectAllowed(table, &parsed.rendezvous_allow, &err)) {
     return UsageError(err);
   }
   if (normalized.command.empty()) {

@@ -190,6 +190,19 @@ LaunchSpec RemoteLaunchSpec(const JobConfig& config, const std::vector<std::stri
   return spec;
 }
 
+rendezvous::AccessList BaseAccessList(const JobConfig& config,
+                                      const std::vector<discovery::Interface>& interfaces) {
+  std::vector<std::string> local;
+  for (const discovery::Interface& nic : interfaces) local.insert(local.end(), nic.ipv4.begin(), nic.ipv4.end());
+  std::vector<rendezvous::Cidr> allowed;
+  for (const std::string& text : config.rendezvous_allow) {
+    rendezvous::Cidr cidr;
+    std::string ignored;
+    if (rendezvous::ParseCidr(text, &cidr, &ignored)) allowed.push_back(cidr);
+  }
+  return rendezvous::AccessList(local, std::move(allowed));
+}
+
 RankOutput ConsoleOutput(const JobConfig& config, OutputSink* sink) {
   RankOutput output;
   output.console_out = sink->AddDestination(STDOUT_FILENO, false, "stdout");
@@ -250,6 +263,9 @@ int Driver::Run() {
   }
   plan.run.rendezvous_port = server.port();
   spdlog::debug("rendezvous server listening on {}:{}", plan.run.rendezvous_addr, server.port());
+  rendezvous::AccessList access = BaseAccessList(config_, discovery::LocalInterfaces());
+  for (const discovery::HostSlots& host : plan.hosts) access.AddHost(host.name);
+  server.set_access(&access);
 
   OutputSink sink;
   RankOutput output = ConsoleOutput(config_, &sink);

@@ -14,6 +14,7 @@
 #include "launcher/job_config.h"
 #include "launcher/spawner.h"
 #include "launcher/worker_env.h"
+#include "rendezvous/access_list.h"
 #include "rendezvous/assign.h"
 
 namespace etrun::launcher {
@@ -59,6 +60,11 @@ LaunchSpec RemoteLaunchSpec(const JobConfig& config, const std::vector<std::stri
 // Registers etrun's stdout and stderr on `sink` and returns the console output settings of
 // `config` (timestamps), for ranks to copy and add their files to.
 struct RankOutput ConsoleOutput(const JobConfig& config, class OutputSink* sink);
+
+// Who may use the rendezvous server before any job host is admitted: this machine's addresses
+// and --rendezvous-allow's networks (validated by the CLI).
+rendezvous::AccessList BaseAccessList(const JobConfig& config,
+                                      const std::vector<discovery::Interface>& interfaces);
 
 // --grace-period as a duration.
 std::chrono::milliseconds GracePeriod(const JobConfig& config);

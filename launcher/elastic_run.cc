@@ -38,9 +38,11 @@ class RankSetWorkers : public WorkerControl {
  public:
   RankSetWorkers(asio::io_context* io, RankSet* ranks, SshHosts* ssh, OutputSink* sink,
                  const JobConfig& config, const std::vector<std::string>& environment,
-                 const RunVars* run, const RankOutput& output, const ElasticDriver* const* driver)
+                 const RunVars* run, const RankOutput& output, const ElasticDriver* const* driver,
+                 rendezvous::AccessList* access)
       : io_(io), ranks_(ranks), ssh_(ssh), sink_(sink), config_(config), environment_(environment),
-        run_(run), output_(output), driver_(driver), interfaces_(discovery::LocalInterfaces()) {}
+        run_(run), output_(output), driver_(driver), access_(access),
+        interfaces_(discovery::LocalInterfaces()) {}
 
   // Called when a slot's process cannot even start: reported like an exit with code 127.
   std::function<void(const SlotKey&, ExitStatus)> on_start_failure;
@@ -48,6 +50,7 @@ class RankSetWorkers : public WorkerControl {
   void Start(const rendezvous::SlotInfo& slot) override {
     SlotKey key{slot.hostname, slot.local_rank};
     std::string err;
+    access_->AddHost(slot.hostname);  // its workers may use the rendezvous server from now on
     bool remote = !discovery::IsLocalHost(slot.hostname, interfaces_);
     int group_rank = 0;
     std::vector<std::string> seen;
@@ -151,6 +154,7 @@ class RankSetWorkers : public WorkerControl {
   const RunVars* run_;  // its rendezvous port is known only once the server listens
   RankOutput output_;
   const ElasticDriver* const* driver_;
+  rendezvous::AccessList* access_;
   std::vector<discovery::Interface> interfaces_;
   std::map<SlotKey, int> ids_;
   std::map<int, SlotKey> slots_;
@@ -249,12 +253,15 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
   discovery::HostManager hosts(config.cooldown_range, [] { return static_cast<double>(random()) / (static_cast<double>(RAND_MAX) + 1.0); });
   const ElasticDriver* driver_view = nullptr;
   rendezvous::HttpServer* server_ptr = nullptr;
-  RankSetWorkers workers(&io, &ranks, &ssh, &sink, config, environment, &run, output, &driver_view);
+  rendezvous::AccessList access = BaseAccessList(config, discovery::LocalInterfaces());
+  RankSetWorkers workers(&io, &ranks, &ssh, &sink, config, environment, &run, output, &driver_view,
+                         &access);
   ElasticDriver driver(options, &hosts, &workers, &notifier_adapter, &store, Now());
   driver_view = &driver;
   rendezvous::RendezvousHandler handler(&store, &driver);
   rendezvous::HttpServer server(&io, &handler);
   server_ptr = &server;
+  server.set_access(&access);
   if (!server.Listen(driver_ip, 0, &err)) {
     spdlog::error("rendezvous server: {}", err);
     return kExitFailure;

@@ -66,6 +66,7 @@ struct JobConfig {
   std::optional<double> discovery_timeout_s;   // --discovery-timeout (etrun; default 30)
   bool restart_mode = false;                   // --elastic-mode restart (etrun): torchrun semantics
   std::vector<std::string> network_interfaces; // --network-interface(s), in order, no duplicates
+  std::vector<std::string> rendezvous_allow;   // --rendezvous-allow CIDRs (validated), in order
   std::string output_filename;                 // --output-filename DIR
   bool verbose = false;                        // --verbose
   bool prefix_timestamp = false;               // -prefix-timestamp

@@ -6,7 +6,9 @@
 
 #include <boost/asio/ip/address_v4.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
 
 namespace etrun::rendezvous {
 
@@ -127,11 +129,36 @@ void HttpServer::Accept() {
   std::weak_ptr<bool> alive = alive_;
   acceptor_.async_accept([this, alive](beast::error_code ec, tcp::socket socket) {
     if (!alive.lock()) return;
+    if (!ec && access_ != nullptr) {
+      tcp::endpoint peer = socket.remote_endpoint(ec);
+      if (!ec && peer.address().is_v4() && !access_->Allows(peer.address().to_v4().to_uint())) {
+        Refuse(std::move(socket), peer.address().to_v4().to_uint());
+        if (acceptor_.is_open()) Accept();
+        return;
+      }
+    }
     if (!ec) {
       socket.set_option(tcp::no_delay(true), ec);
       std::make_shared<Connection>(std::move(socket), handler_, limits_, alive_)->Start();
     }
     if (acceptor_.is_open()) Accept();
+  });
+}
+
+void HttpServer::Refuse(tcp::socket socket, uint32_t address) {
+  if (refused_.insert(address).second) {
+    spdlog::warn("refused a rendezvous connection from {}: not one of the job's hosts (admit a "
+                 "network with --rendezvous-allow CIDR)",
+                 asio::ip::address_v4(address).to_string());
+  }
+  static const std::string kForbidden =
+      "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+  auto peer = std::make_shared<tcp::socket>(std::move(socket));
+  // The request is not read: the answer goes out at once and the connection is closed.
+  asio::async_write(*peer, asio::buffer(kForbidden), [peer](beast::error_code, size_t) {
+    beast::error_code ignored;
+    peer->shutdown(tcp::socket::shutdown_both, ignored);
+    peer->close(ignored);
   });
 }
 

@@ -6,6 +6,7 @@
 // fragile (§9.10, §9.12, §9.20): bounded header and body sizes, a read timeout, and every
 // malformed request answered (400, 405, 411, 413) rather than dropped; a client that stalls
 // mid-request is disconnected after the read timeout. It never serves files.
+// Peers outside the job can be refused (set_access, spec §9 "no auth at all" in horovodrun).
 // The handler may answer later (rank_and_size is held until a barrier opens). Driver thread only.
 #ifndef ETRUN_RENDEZVOUS_HTTP_SERVER_H_
 #define ETRUN_RENDEZVOUS_HTTP_SERVER_H_
@@ -13,10 +14,13 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+
+#include "rendezvous/access_list.h"
 
 namespace etrun::rendezvous {
 
@@ -62,15 +66,22 @@ class HttpServer {
   // Stops accepting; connections in flight finish or time out.
   void Stop();
 
+  // From now on, peers `access` does not allow get 403 and are disconnected; each refused
+  // address is logged once. Null (the default) admits everyone. `access` must outlive the server.
+  void set_access(const AccessList* access) { access_ = access; }
+
  private:
   class Connection;
   void Accept();
+  void Refuse(boost::asio::ip::tcp::socket socket, uint32_t address);
 
   boost::asio::io_context* io_;
   HttpHandler* handler_;
   HttpLimits limits_;
   boost::asio::ip::tcp::acceptor acceptor_;
   int port_ = 0;
+  const AccessList* access_ = nullptr;
+  std::set<uint32_t> refused_;  // addresses already logged
   std::shared_ptr<bool> alive_;
 };
 

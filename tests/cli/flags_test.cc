@@ -290,6 +290,17 @@ TEST_CASE("network interfaces from both flags union in order of first appearance
         "etrun: error: --network-interface: expected an interface name, got ','\n");
 }
 
+TEST_CASE("--rendezvous-allow collects networks and names a bad one") {
+  const JobConfig c = ParseOk({"--rendezvous-allow", "10.0.0.0/8,192.168.1.7", "--rendezvous-allow=127.0.0.0/24"});
+  CHECK(c.rendezvous_allow == Strings{"10.0.0.0/8", "192.168.1.7", "127.0.0.0/24"});
+  CHECK(UsageError({"-np", "1", "--rendezvous-allow", "10.0.0.0/33", "x"}) ==
+        "etrun: error: --rendezvous-allow: '10.0.0.0/33' has a bad prefix length: use 0 to 32, "
+        "e.g. 10.0.0.0/8\n");
+  CHECK(UsageError({"-np", "1", "--rendezvous-allow", "hosts.example", "x"}) ==
+        "etrun: error: --rendezvous-allow: 'hosts.example' is not an IPv4 network: use a.b.c.d/n, "
+        "e.g. 10.0.0.0/8\n");
+}
+
 TEST_CASE("-np is required and must be at least 1") {
   CHECK(UsageError({"python3", "t.py"}) ==
         "etrun: error: -np/--num-proc is required: say how many processes to start, e.g. "

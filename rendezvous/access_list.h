@@ -1,0 +1,45 @@
+// AccessList: which peers may talk to the rendezvous server. Horovod's and torchrun's servers
+// answer anyone who can reach the port; etrun's answers this machine (127.0.0.1 and the
+// addresses of its interfaces), the job's hosts (every address their names resolve to, for every
+// host the job has used) and the networks given with --rendezvous-allow; others get 403.
+// Driver thread only.
+#ifndef ETRUN_RENDEZVOUS_ACCESS_LIST_H_
+#define ETRUN_RENDEZVOUS_ACCESS_LIST_H_
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace etrun::rendezvous {
+
+struct Cidr {
+  uint32_t network = 0;  // host byte order, masked
+  int prefix = 32;
+  bool Contains(uint32_t address) const;
+};
+
+// Parses "a.b.c.d/n" or a bare address (/32). Returns false and sets *err naming the problem.
+bool ParseCidr(const std::string& text, Cidr* out, std::string* err);
+
+class AccessList {
+ public:
+  // This machine's own addresses (dotted quads) and the --rendezvous-allow networks.
+  AccessList(const std::vector<std::string>& local_addresses, std::vector<Cidr> allowed);
+
+  // Admits every IPv4 address `host` resolves to (a dotted quad needs no lookup). Names already
+  // admitted are not looked up again. Returns false when the name does not resolve.
+  bool AddHost(const std::string& host);
+
+  // Whether a peer at `address` (host byte order) may use the server.
+  bool Allows(uint32_t address) const;
+
+ private:
+  std::set<uint32_t> addresses_;
+  std::set<std::string> hosts_;
+  std::vector<Cidr> allowed_;
+};
+
+}  // namespace etrun::rendezvous
+
+#endif  // ETRUN_RENDEZVOUS_ACCESS_LIST_H_
