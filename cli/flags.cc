@@ -498,6 +498,13 @@ void FlagTable::AddLibraryAndLogging(JobConfig* c) {
       "--grace-period", [c](const double& v) { c->grace_period_s = v; },
       "Seconds between SIGTERM and SIGKILL when stopping ranks (default: 5).")
       ->type_name("SECONDS");
+  Text("--events-file", &c->events_file,
+       "Writes the job's events (start, hosts, rounds, rank starts and exits, blacklists, resets, "
+       "end) to FILE as JSON Lines, as they happen; `etrun report FILE` draws them.")
+      ->type_name("FILE");
+  Text("--job-name", &c->job_name,
+       "Names the job in events (default: the script's name, e.g. train for python3 train.py).")
+      ->type_name("NAME");
   Value<std::string>(
       "--timestamp-format",
       [c](const std::string& v) {

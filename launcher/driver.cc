@@ -190,6 +190,29 @@ LaunchSpec RemoteLaunchSpec(const JobConfig& config, const std::vector<std::stri
   return spec;
 }
 
+std::string JobName(const JobConfig& config) {
+  if (!config.job_name.empty()) return config.job_name;
+  auto base = [](const std::string& path) {
+    std::string name = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+    size_t dot = name.rfind('.');
+    return dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
+  };
+  // Skip interpreters, their options and VAR=value words: the script is the interesting name.
+  static const std::vector<std::string> kInterpreters = {"python", "sh", "bash", "env", "torchrun"};
+  for (const std::string& arg : config.command) {
+    if (arg.starts_with("-") || arg.find('=') != std::string::npos) continue;
+    std::string name = base(arg);
+    if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+        std::string::npos) {
+      continue;  // a `sh -c` script text, not a name
+    }
+    bool interpreter = std::any_of(kInterpreters.begin(), kInterpreters.end(),
+                                   [&](const std::string& i) { return name.starts_with(i); });
+    if (!interpreter && !name.empty()) return name;
+  }
+  return config.command.empty() ? "etrun" : base(config.command[0]);
+}
+
 rendezvous::AccessList BaseAccessList(const JobConfig& config,
                                       const std::vector<discovery::Interface>& interfaces) {
   std::vector<std::string> local;
@@ -220,14 +243,46 @@ Driver::Driver(const JobConfig& config, Spawner* spawner, std::vector<std::strin
     : config_(config), spawner_(spawner), environ_(std::move(environment)) {}
 
 int Driver::Run() {
-  if (config_.elastic()) return RunElastic(config_, spawner_, environ_);
+  if (!config_.events_file.empty() && !events_.Open(config_.events_file, &cause_)) {
+    spdlog::error("{}", cause_);
+    return kExitUsage;
+  }
+  nlohmann::json hosts = nlohmann::json::array();
+  if (config_.host_discovery_script.empty()) {
+    std::vector<discovery::HostSlots> listed;
+    std::string ignored;
+    if (ResolveHosts(config_, &listed, &ignored)) {
+      for (const discovery::HostSlots& h : listed) hosts.push_back({{"host", h.name}, {"slots", h.slots}});
+    }
+  }
+  auto optional_int = [](const std::optional<int>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  events_.Emit("job_start",
+               {{"job", JobName(config_)}, {"command", config_.command},
+                {"np", config_.num_proc.value_or(1)}, {"min_np", optional_int(config_.min_np)},
+                {"max_np", optional_int(config_.max_np)}, {"elastic", config_.elastic()},
+                {"hosts", hosts},
+                {"discovery_script", config_.host_discovery_script.empty()
+                                         ? nlohmann::json(nullptr)
+                                         : nlohmann::json(config_.host_discovery_script)},
+                {"pid", getpid()}});
+  if (config_.elastic()) return RunElastic(config_, spawner_, environ_, &events_);
+  int code = RunStatic();
+  events_.Emit("job_end", {{"exit_code", code}, {"cause", cause_}});
+  return code;
+}
+
+// Logs `cause` as etrun's error (when there is one) and returns `code`; Run reports both.
+int Driver::End(int code, std::string cause) {
+  if (!cause.empty()) spdlog::error("{}", cause);
+  cause_ = std::move(cause);
+  return code;
+}
+
+int Driver::RunStatic() {
   if (config_.max_np) spdlog::warn("--max-np has no effect in a static job (it caps elastic jobs)");
   StaticPlan plan;
   std::string err;
-  if (!PlanStaticJob(config_, discovery::LocalInterfaces(), &plan, &err)) {
-    spdlog::error("{}", err);
-    return kExitUsage;
-  }
+  if (!PlanStaticJob(config_, discovery::LocalInterfaces(), &plan, &err)) return End(kExitUsage, err);
   // Fail before starting anything when the command cannot run at all.
   std::string path_env;
   for (const std::string& kv : environ_) {
@@ -237,8 +292,8 @@ int Driver::Run() {
     return std::find(plan.remote_hosts.begin(), plan.remote_hosts.end(), s.hostname) == plan.remote_hosts.end();
   });
   if (any_local && LocalSpawner::ResolveProgram(config_.command.at(0), path_env, &err).empty()) {
-    spdlog::error("cannot run '{}': {}: check the command and PATH", config_.command[0], err);
-    return kExitCommandNotFound;
+    return End(kExitCommandNotFound,
+               "cannot run '" + config_.command[0] + "': " + err + ": check the command and PATH");
   }
 
   // The guardian forks first, while etrun has no other thread.
@@ -257,10 +312,7 @@ int Driver::Run() {
   store.Init(plan.slots);
   rendezvous::KvHandler handler(&store);
   rendezvous::HttpServer server(&io, &handler);
-  if (!server.Listen(plan.run.rendezvous_addr, 0, &err)) {
-    spdlog::error("rendezvous server: {}", err);
-    return kExitFailure;
-  }
+  if (!server.Listen(plan.run.rendezvous_addr, 0, &err)) return End(kExitFailure, "rendezvous server: " + err);
   plan.run.rendezvous_port = server.port();
   spdlog::debug("rendezvous server listening on {}:{}", plan.run.rendezvous_addr, server.port());
   rendezvous::AccessList access = BaseAccessList(config_, discovery::LocalInterfaces());
@@ -303,6 +355,13 @@ int Driver::Run() {
     }
   };
   ranks.set_on_finished([&](const RankSet::Finished& f) {
+    bool stopped_by_us = stopping;  // before a first failure below starts the stop
+    if (events_.enabled()) {
+      nlohmann::json fields = ExitFields(f.status);
+      fields.update({{"rank", f.rank}, {"host", f.host}, {"local_rank", plan.slots[f.id].local_rank},
+                     {"pid", f.pid}, {"reason", ExitReason(f.status, stopped_by_us, false)}});
+      events_.Emit("rank_exited", std::move(fields));
+    }
     if (!f.status.success()) {
       if (!stopping && !first_failure) {
         first_failure = f;
@@ -367,10 +426,13 @@ int Driver::Run() {
       rank_output.file_out = sink.AddDestination(out_fd, true, label + "/stdout");
       rank_output.file_err = sink.AddDestination(err_fd, true, label + "/stderr");
     }
-    if (!ranks.Start(slot.rank, slot.hostname, spec, rank_output, &start_error)) {
+    int id = -1;
+    if (!ranks.Start(slot.rank, slot.hostname, spec, rank_output, &start_error, &id)) {
       start_error = "rank " + std::to_string(slot.rank) + " on " + slot.hostname + ": " + start_error;
       break;
     }
+    events_.Emit("rank_started", {{"rank", slot.rank}, {"host", slot.hostname},
+                                  {"local_rank", slot.local_rank}, {"pid", ranks.pid(id)}, {"round", 0}});
   }
   std::string exec_error;
   if (!ranks.AwaitExecs(&exec_error) && start_error.empty()) {
@@ -384,23 +446,19 @@ int Driver::Run() {
   sink.Flush();
 
   int total = static_cast<int>(plan.slots.size());
-  if (!start_error.empty()) {
-    spdlog::error("{}", start_error);
-    return start_error_code;
-  }
+  if (!start_error.empty()) return End(start_error_code, start_error);
   if (first_failure) {
-    spdlog::error("rank {} on {} {}; stopped the other {} rank{}", first_failure->rank,
-                  first_failure->host, first_failure->status.Describe(), total - 1,
-                  total - 1 == 1 ? "" : "s");
-    return first_failure->status.ShellCode();
+    std::string what = fmt::format("rank {} on {} {}", first_failure->rank, first_failure->host,
+                                   first_failure->status.Describe());
+    if (total > 1) what += fmt::format("; stopped the other {} rank{}", total - 1, total - 1 == 1 ? "" : "s");
+    return End(first_failure->status.ShellCode(), what);
   }
   if (stop_signal != 0) {
-    spdlog::error("received {}: stopped {} rank{}", SignalName(stop_signal), total,
-                  total == 1 ? "" : "s");
-    return 128 + stop_signal;
+    return End(128 + stop_signal, fmt::format("received {}: stopped {} rank{}", SignalName(stop_signal),
+                                              total, total == 1 ? "" : "s"));
   }
   spdlog::debug("all {} ranks exited with code 0", total);
-  return kExitOk;
+  return End(kExitOk, "");
 }
 
 }  // namespace etrun::launcher

@@ -11,6 +11,7 @@
 
 #include "discovery/host_slots.h"
 #include "discovery/network.h"
+#include "launcher/events.h"
 #include "launcher/job_config.h"
 #include "launcher/spawner.h"
 #include "launcher/worker_env.h"
@@ -70,7 +71,13 @@ rendezvous::AccessList BaseAccessList(const JobConfig& config,
 std::chrono::milliseconds GracePeriod(const JobConfig& config);
 
 // Runs an elastic job (launcher/elastic_run.cc); returns etrun's exit code.
-int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std::string>& environment);
+// Events go to `events` (job_end included; job_start is the caller's).
+int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std::string>& environment,
+               EventLog* events);
+
+// --job-name, or a name derived from the command: the script's or program's base name without
+// its extension (`python3 /x/train.py` -> "train"); used by events and the control endpoint.
+std::string JobName(const JobConfig& config);
 
 // Sets spdlog's default logger: stderr, "etrun: <level>: <message>", level from --verbose and
 // --log-level.
@@ -85,9 +92,14 @@ class Driver {
   int Run();
 
  private:
+  int RunStatic();
+  int End(int code, std::string cause);
+
   const JobConfig& config_;
   Spawner* spawner_;
   std::vector<std::string> environ_;
+  EventLog events_;
+  std::string cause_;  // why the job ended, for the job_end event; empty on success
 };
 
 }  // namespace etrun::launcher

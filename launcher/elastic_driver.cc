@@ -70,13 +70,28 @@ void ElasticDriver::OnDiscovery(const discovery::ScriptResult& result, TimePoint
     err = "the host discovery script printed a bad " + err;
   }
   if (!err.empty()) {
+    Emit("discovery_failed", {{"reason", err}});
     if (!have_discovery_) return Stop(kExitFailure, err + ": fix the script; it must print host:slots lines");
     spdlog::warn("{}; keeping the last host list", err);
     return;
   }
   for (const std::string& w : warnings) spdlog::warn("host discovery script {}", w);
   have_discovery_ = true;
+  if (parsed != last_discovery_ || !events_reported_discovery_) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const discovery::HostSlots& h : parsed) list.push_back({{"host", h.name}, {"slots", h.slots}});
+    Emit("discovery", {{"hosts", list}});
+    last_discovery_ = parsed;
+    events_reported_discovery_ = true;
+  }
+  std::vector<std::string> was_blacklisted;
+  for (const discovery::HostSlots& h : parsed) {
+    if (hosts_->IsBlacklisted(h.name)) was_blacklisted.push_back(h.name);
+  }
   int flags = hosts_->Update(parsed, now);
+  for (const std::string& host : was_blacklisted) {
+    if (!hosts_->IsBlacklisted(host)) Emit("host_resurrected", {{"host", host}});
+  }
   int available = hosts_->AvailableSlots();
   if (phase_ == Phase::kWaitingToStart) {
     if (available >= options_.np) Activate();
@@ -106,6 +121,7 @@ void ElasticDriver::BeginRestart(const std::string& why) {
                     (first_failure_.empty() ? std::string() : "; first failure: " + first_failure_));
   }
   spdlog::info("restarting all {} workers: {}", live_.size(), why);
+  restart_reason_ = why;
   phase_ = Phase::kRestarting;
   records_.clear();
   for (auto& [key, live] : live_) Drain(key);
@@ -115,6 +131,7 @@ void ElasticDriver::BeginRestart(const std::string& why) {
 void ElasticDriver::MaybeRestart() {
   if (phase_ != Phase::kRestarting || !live_.empty()) return;
   ++resets_;
+  Emit("reset", {{"resets", resets_}, {"reason", restart_reason_}});
   if (hosts_->AvailableSlots() >= options_.min_np) return Activate();
   phase_ = Phase::kResuming;
   wait_deadline_ = now_ + options_.elastic_timeout;
@@ -167,6 +184,13 @@ void ElasticDriver::Activate() {
   store_->Init(assignment_);
   phase_ = Phase::kRunning;
   spdlog::info("round {}: {} ranks", round_, assignment_.size());
+  if (events_ != nullptr && events_->enabled()) {
+    nlohmann::json slots = nlohmann::json::array();
+    for (const rendezvous::SlotInfo& s : assignment_) {
+      slots.push_back({{"rank", s.rank}, {"host", s.hostname}, {"local_rank", s.local_rank}});
+    }
+    Emit("round", {{"round", round_}, {"world_size", assignment_.size()}, {"assignment", slots}});
+  }
   ReleaseWaiting();
   for (const rendezvous::SlotInfo& s : assignment_) {
     SlotKey key{s.hostname, s.local_rank};
@@ -183,7 +207,7 @@ void ElasticDriver::ReleaseWaiting() {
   for (auto& [key, reply] : waiting) {
     std::optional<rendezvous::SlotInfo> slot = SlotOf(key);
     reply(slot);
-    if (!slot) Drain(key);
+    if (!slot) Drain(key, /*removed=*/true);
   }
 }
 
@@ -193,7 +217,7 @@ void ElasticDriver::RecordReady(const std::string& host, int local_rank,
   if (phase_ == Phase::kStopping || phase_ == Phase::kDone) return reply(std::nullopt);
   if (phase_ == Phase::kRunning && !SlotOf(key)) {  // its slot is gone: release and drain it
     reply(std::nullopt);
-    return Drain(key);
+    return Drain(key, /*removed=*/true);
   }
   waiting_[key] = std::move(reply);
   if (phase_ != Phase::kRunning) return;  // answered when the next round opens
@@ -248,9 +272,9 @@ void ElasticDriver::Decide(TimePoint now) {
   for (const SlotKey& key : failed) {
     if (hosts_->IsBlacklisted(key.first)) continue;
     spdlog::warn("blacklisting host {} after {} failed", key.first, Describe(key));
-    hosts_->Blacklist(key.first, now);
+    BlacklistHost(key.first, "worker " + Describe(key) + " failed", now);
     for (auto& [other, live] : live_) {
-      if (other.first == key.first) Drain(other);
+      if (other.first == key.first) Drain(other, /*removed=*/true);
     }
   }
   // Workers waiting on a blacklisted host are released now, not after a slot wait.
@@ -274,6 +298,10 @@ void ElasticDriver::Decide(TimePoint now) {
                     std::to_string(*options_.reset_limit) + " (--reset-limit)");
   }
   ++resets_;
+  std::string reason;
+  for (const SlotKey& key : failed) reason += (reason.empty() ? "" : ", ") + Describe(key);
+  Emit("reset", {{"resets", resets_}, {"reason", "worker" + std::string(failed.size() > 1 ? "s " : " ") +
+                                                     reason + " failed"}});
   if (hosts_->AvailableSlots() >= options_.min_np) return Activate();
   phase_ = Phase::kResuming;
   wait_deadline_ = now + options_.elastic_timeout;
@@ -307,7 +335,7 @@ void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoin
   } else if (phase_ == Phase::kRunning && SlotOf(key)) {
     Record(key, status.success() ? Record::kSuccess : Record::kFailure, now);
   } else if (phase_ == Phase::kResuming && !status.success()) {
-    hosts_->Blacklist(key.first, now);
+    BlacklistHost(key.first, "worker " + Describe(key) + " " + status.Describe(), now);
   }
   MaybeFinish();
 }
@@ -316,7 +344,26 @@ void ElasticDriver::OnHostUnreachable(const std::string& host, TimePoint now) {
   now_ = now;
   if (hosts_->IsBlacklisted(host)) return;
   spdlog::warn("blacklisting host {}: it cannot be reached", host);
+  BlacklistHost(host, "cannot be reached", now);
+}
+
+void ElasticDriver::BlacklistHost(const std::string& host, const std::string& reason, TimePoint now) {
   hosts_->Blacklist(host, now);
+  std::optional<TimePoint> end = hosts_->CooldownEnd(host);
+  nlohmann::json cooldown = nullptr;
+  if (end) cooldown = std::chrono::duration<double>(*end - now).count();
+  Emit("host_blacklisted", {{"host", host}, {"reason", reason}, {"cooldown_s", cooldown}});
+}
+
+void ElasticDriver::Emit(std::string_view event, nlohmann::json fields) {
+  if (events_ != nullptr) events_->Emit(event, std::move(fields));
+}
+
+std::string ElasticDriver::ExitReasonFor(const SlotKey& slot, const ExitStatus& status) const {
+  auto it = live_.find(slot);
+  bool draining = it != live_.end() && it->second.draining;
+  bool removed = it != live_.end() && it->second.removed;
+  return ExitReason(status, draining, removed);
 }
 
 void ElasticDriver::OnTick(TimePoint now) {
@@ -368,10 +415,11 @@ void ElasticDriver::Stop(int exit_code, std::string summary) {
   MaybeFinish();
 }
 
-void ElasticDriver::Drain(const SlotKey& key) {
+void ElasticDriver::Drain(const SlotKey& key, bool removed) {
   auto it = live_.find(key);
   if (it == live_.end() || it->second.draining) return;
   it->second.draining = true;
+  it->second.removed = removed;
   workers_->Stop(key);
 }
 

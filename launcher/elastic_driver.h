@@ -32,6 +32,7 @@
 
 #include "discovery/host_manager.h"
 #include "discovery/script_runner.h"
+#include "launcher/events.h"
 #include "launcher/exit_status.h"
 #include "rendezvous/assign.h"
 #include "rendezvous/elastic_handler.h"
@@ -97,6 +98,12 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   // A signal or an outside error: stop every worker and finish with `exit_code`.
   void Abort(int exit_code, const std::string& why);
 
+  // Where discovery, blacklist, round and reset events go (may stay unset).
+  void set_events(EventLog* events) { events_ = events; }
+  // How a live worker's exit should be reported: "finished", "failed", "drained" (its slot or
+  // host left the job) or "stopped" (etrun stopped it). Ask before OnWorkerExit.
+  std::string ExitReasonFor(const SlotKey& slot, const ExitStatus& status) const;
+
   // Outcome.
   bool finished() const { return phase_ == Phase::kDone; }
   int exit_code() const { return exit_code_; }
@@ -114,6 +121,7 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   struct Live {
     int launch_rank = 0;  // the rank its output is labelled with
     bool draining = false;
+    bool removed = false;  // drained because its slot or host left the job
   };
 
   bool ComputeAssignment(std::vector<rendezvous::SlotInfo>* plan, std::string* err) const;
@@ -127,7 +135,9 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   void MaybeRestart();
   void Stop(int exit_code, std::string summary);
   // Stops a live worker whose exit no longer counts (removed, blacklisted, stopping).
-  void Drain(const SlotKey& key);
+  void Drain(const SlotKey& key, bool removed = false);
+  void BlacklistHost(const std::string& host, const std::string& reason, TimePoint now);
+  void Emit(std::string_view event, nlohmann::json fields = nlohmann::json::object());
   void MaybeFinish();
   std::optional<rendezvous::SlotInfo> SlotOf(const SlotKey& key) const;
   std::string Describe(const SlotKey& key) const;
@@ -156,6 +166,10 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   std::string first_failure_;
   int exit_code_ = 0;
   std::string summary_;
+  EventLog* events_ = nullptr;
+  std::vector<discovery::HostSlots> last_discovery_;  // as last reported in an event
+  bool events_reported_discovery_ = false;
+  std::string restart_reason_;
 };
 
 }  // namespace etrun::launcher

@@ -39,9 +39,9 @@ class RankSetWorkers : public WorkerControl {
   RankSetWorkers(asio::io_context* io, RankSet* ranks, SshHosts* ssh, OutputSink* sink,
                  const JobConfig& config, const std::vector<std::string>& environment,
                  const RunVars* run, const RankOutput& output, const ElasticDriver* const* driver,
-                 rendezvous::AccessList* access)
+                 rendezvous::AccessList* access, EventLog* events)
       : io_(io), ranks_(ranks), ssh_(ssh), sink_(sink), config_(config), environment_(environment),
-        run_(run), output_(output), driver_(driver), access_(access),
+        run_(run), output_(output), driver_(driver), access_(access), events_(events),
         interfaces_(discovery::LocalInterfaces()) {}
 
   // Called when a slot's process cannot even start: reported like an exit with code 127.
@@ -112,6 +112,9 @@ class RankSetWorkers : public WorkerControl {
     if (!ranks_->Start(slot.rank, slot.hostname, spec, output, &err, &id)) return Fail(key, err);
     ids_[key] = id;
     slots_[id] = key;
+    events_->Emit("rank_started", {{"rank", slot.rank}, {"host", slot.hostname},
+                                   {"local_rank", slot.local_rank}, {"pid", ranks_->pid(id)},
+                                   {"round", (*driver_)->round()}});
     if (!ranks_->AwaitExecs(&err)) spdlog::error("{}", err);  // it exits 127 and is reaped
   }
 
@@ -155,6 +158,7 @@ class RankSetWorkers : public WorkerControl {
   RankOutput output_;
   const ElasticDriver* const* driver_;
   rendezvous::AccessList* access_;
+  EventLog* events_;
   std::vector<discovery::Interface> interfaces_;
   std::map<SlotKey, int> ids_;
   std::map<int, SlotKey> slots_;
@@ -199,7 +203,8 @@ std::chrono::milliseconds ElasticTimeout(const JobConfig& config,
 
 }  // namespace
 
-int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std::string>& environment) {
+int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std::string>& environment,
+               EventLog* events) {
   std::string err;
   // Hosts come from the script, or are fixed (-H, --hostfile, or localhost:<np>).
   std::string fixed_hosts;
@@ -255,9 +260,10 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
   rendezvous::HttpServer* server_ptr = nullptr;
   rendezvous::AccessList access = BaseAccessList(config, discovery::LocalInterfaces());
   RankSetWorkers workers(&io, &ranks, &ssh, &sink, config, environment, &run, output, &driver_view,
-                         &access);
+                         &access, events);
   ElasticDriver driver(options, &hosts, &workers, &notifier_adapter, &store, Now());
   driver_view = &driver;
+  driver.set_events(events);
   rendezvous::RendezvousHandler handler(&store, &driver);
   rendezvous::HttpServer server(&io, &handler);
   server_ptr = &server;
@@ -286,6 +292,10 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
   ranks.set_on_finished([&](const RankSet::Finished& f) {
     if (auto key = workers.Finished(f.id)) {
       if (!f.status.success() && ssh.Unreachable(key->first)) driver.OnHostUnreachable(key->first, Now());
+      nlohmann::json fields = ExitFields(f.status);
+      fields.update({{"rank", f.rank}, {"host", f.host}, {"local_rank", key->second}, {"pid", f.pid},
+                     {"reason", driver.ExitReasonFor(*key, f.status)}});
+      events->Emit("rank_exited", std::move(fields));
       driver.OnWorkerExit(*key, f.status, Now());
     }
     check_done();
@@ -353,6 +363,7 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
   io.run();
   sink.Flush();
   if (!driver.summary().empty()) spdlog::error("{}", driver.summary());
+  events->Emit("job_end", {{"exit_code", driver.exit_code()}, {"cause", driver.summary()}});
   return driver.exit_code();
 }
 

@@ -84,6 +84,8 @@ struct JobConfig {
 
   // etrun's own flags.
   double grace_period_s = 5.0;                 // --grace-period: SIGTERM -> SIGKILL delay
+  std::string events_file;                     // --events-file: JSON Lines of the job's events
+  std::string job_name;                        // --job-name (default: from the command)
 
   // The worker command, argv-style; never re-parsed by a shell.
   std::vector<std::string> command;

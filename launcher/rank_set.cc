@@ -206,7 +206,11 @@ void RankSet::MaybeFinish(Rank* r) {
   kill(-r->process.pid, SIGKILL);  // whatever the rank left behind in its group
   if (guardian_ != nullptr) guardian_->Forget(r->process.pid);
   --active_;
-  if (on_finished_) on_finished_({r->id, r->rank, r->host, r->status});
+  if (on_finished_) on_finished_({r->id, r->rank, r->host, r->process.pid, r->status});
+}
+
+pid_t RankSet::pid(int id) const {
+  return id >= 0 && id < static_cast<int>(ranks_.size()) ? ranks_[id]->process.pid : -1;
 }
 
 void RankSet::Signal(int id, int sig) {

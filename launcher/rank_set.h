@@ -39,6 +39,7 @@ class RankSet {
     int id;        // as returned by Start
     int rank;      // the label its output carries
     std::string host;
+    pid_t pid;
     ExitStatus status;
   };
 
@@ -70,6 +71,9 @@ class RankSet {
 
   // Ranks started and not yet finished.
   int active() const { return active_; }
+
+  // The process id of a started rank (its group id too).
+  pid_t pid(int id) const;
 
   // Called once per rank when it finishes, in finishing order.
   void set_on_finished(std::function<void(const Finished&)> callback) {

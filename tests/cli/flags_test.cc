@@ -751,9 +751,10 @@ TEST_CASE("every long prefix that is unique in horovodrun still resolves to the 
         // Deliberate losses (README): etrun's --discovery-* make --d, --di and --dis (once
         // --disable-cache, a no-op in etrun) ambiguous, and --elastic-mode makes --e ... --elastic-
         // (once --elastic-timeout) ambiguous; --disa and --elastic-t still work. --rendezvous-allow
-        // makes --r and --re (once --reset-limit) ambiguous; --res still works.
+        // makes --r and --re (once --reset-limit) ambiguous; --res still works. --job-name makes
+        // --j (once --jsrun) ambiguous; --js still works.
         if (prefix == "--d" || prefix == "--di" || prefix == "--dis" || prefix == "--r" ||
-            prefix == "--re" ||
+            prefix == "--re" || prefix == "--j" ||
             std::string("--elastic-").rfind(prefix, 0) == 0) {
           continue;
         }

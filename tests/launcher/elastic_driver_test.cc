@@ -407,3 +407,61 @@ TEST_CASE("restart mode: an unreachable host is blacklisted and the next world s
   REQUIRE(job.driver.finished());
   CHECK(job.driver.exit_code() == 0);
 }
+
+// The "event" names of captured events, with one detail each, e.g. "round 2 size=2".
+std::vector<std::string> EventNames(const etrun::launcher::EventLog& log) {
+  std::vector<std::string> out;
+  for (const auto& e : log.captured()) {
+    std::string name = e["event"];
+    if (name == "round") name += " " + std::to_string(e["round"].get<int>()) + " size=" + std::to_string(e["world_size"].get<int>());
+    if (name == "host_blacklisted" || name == "host_resurrected") name += " " + e["host"].get<std::string>();
+    if (name == "reset") name += " " + std::to_string(e["resets"].get<int>()) + ": " + e["reason"].get<std::string>();
+    if (name == "discovery") name += " " + std::to_string(e["hosts"].size());
+    out.push_back(name);
+  }
+  return out;
+}
+
+TEST_CASE("events: discovery changes, rounds, a blacklist and a reset, with exit reasons") {
+  etrun::launcher::EventLog events;
+  events.Capture();
+  Job job;
+  job.driver.set_events(&events);
+  job.Discover("a:1\nb:2\nc:1\n");
+  job.Discover("a:1\nb:2\nc:1\n");  // unchanged: no event
+  CHECK(job.driver.ExitReasonFor({"b", 1}, ExitStatus::Exited(3)) == "failed");
+  job.Exit("b", 1, 3);
+  job.Ready("a", 0);
+  job.Ready("b", 0);
+  job.Ready("c", 0);
+  // b[0] was released with -1 because its host left the job: drained, not failed or stopped.
+  CHECK(job.driver.ExitReasonFor({"b", 0}, ExitStatus::Signaled(15)) == "drained");
+  CHECK(EventNames(events) == std::vector<std::string>{
+      "discovery 3", "round 1 size=4", "host_blacklisted b", "reset 1: worker b[1] failed",
+      "round 2 size=2"});
+  const auto& blacklisted = events.captured()[2];
+  CHECK(blacklisted["reason"] == "worker b[1] failed");
+  CHECK(blacklisted["cooldown_s"].is_null());  // no --blacklist-cooldown-range: for good
+  const auto& round2 = events.captured()[4]["assignment"];
+  REQUIRE(round2.size() == 2);
+  CHECK(round2[1]["host"] == "c");
+  CHECK(round2[1]["rank"] == 1);
+  job.driver.Abort(130, "received SIGINT");
+  CHECK(job.driver.ExitReasonFor({"a", 0}, ExitStatus::Signaled(15)) == "stopped");
+}
+
+TEST_CASE("events: a failed discovery run is reported and the hosts are kept") {
+  etrun::launcher::EventLog events;
+  events.Capture();
+  Job job;
+  job.driver.set_events(&events);
+  job.Discover("a:2\n");
+  etrun::discovery::ScriptResult bad;
+  bad.ok = false;
+  bad.failure = "exit code 3";
+  bad.errors = "scheduler down\n";
+  job.driver.OnDiscovery(bad, job.now);
+  REQUIRE(events.captured().size() == 3);
+  CHECK(events.captured()[2]["event"] == "discovery_failed");
+  CHECK(events.captured()[2]["reason"] == "the host discovery script failed (exit code 3): scheduler down");
+}

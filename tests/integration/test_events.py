@@ -1,0 +1,83 @@
+"""--events-file through the real binary: the JSON Lines a static and an elastic job write."""
+import json
+import os
+import subprocess
+import time
+
+from conftest import ETRUN, PYTHON, WORKER, run_etrun, wait_until
+
+
+def read_events(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def test_a_static_job_with_a_failure_reports_starts_exits_and_the_end(tmp_path):
+    path = tmp_path / "events.jsonl"
+    r = run_etrun(["-np", "3", "--events-file", str(path), PYTHON, WORKER, "exit", "1", "7"], timeout=60)
+    assert r.returncode == 7
+    events = read_events(path)
+    names = [e["event"] for e in events]
+    assert names[0] == "job_start" and names[-1] == "job_end"
+    assert names.count("rank_started") == 3 and names.count("rank_exited") == 3
+    start = events[0]
+    assert start["job"] == "worker" and start["np"] == 3 and start["elastic"] is False
+    assert start["hosts"] == [{"host": "localhost", "slots": 3}]
+    assert start["command"][-3:] == ["exit", "1", "7"] and start["pid"] > 0
+    assert all(e["ts"].endswith("Z") and e["t"] >= 0 for e in events)
+    assert [e["t"] for e in events] == sorted(e["t"] for e in events)
+    started = {e["rank"]: e for e in events if e["event"] == "rank_started"}
+    exited = {e["rank"]: e for e in events if e["event"] == "rank_exited"}
+    assert sorted(started) == [0, 1, 2] and all(started[r]["pid"] == exited[r]["pid"] for r in started)
+    assert (exited[1]["code"], exited[1]["signal"], exited[1]["reason"]) == (7, None, "failed")
+    assert {exited[0]["reason"], exited[2]["reason"]} == {"stopped"}  # etrun stopped them
+    assert events[-1]["exit_code"] == 7
+    assert events[-1]["cause"] == "rank 1 on localhost exited with code 7; stopped the other 2 ranks"
+
+
+def test_an_elastic_job_reports_discovery_rounds_resets_and_exit_reasons(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:1\n")
+    script = tmp_path / "discover.sh"
+    script.write_text(f"#!/bin/sh\ncat {hosts}\n")
+    script.chmod(0o755)
+    path = tmp_path / "events.jsonl"
+    # Restart mode: the first world waits to be stopped; the second exits at once.
+    proc = subprocess.Popen(
+        [ETRUN, "-np", "1", "--min-np", "1", "--max-np", "2", "--host-discovery-script", str(script),
+         "--discovery-interval", "0.2", "--elastic-mode", "restart", "--events-file", str(path),
+         "--job-name", "resize-me", "sh", "-c",
+         'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exec sleep 60; fi'],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert wait_until(lambda: path.exists() and "rank_started" in path.read_text(), timeout=30)
+    hosts.write_text("localhost:2\n")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    events = read_events(path)
+    assert events[0]["job"] == "resize-me" and events[0]["elastic"] is True
+    summary = []
+    for e in events[1:]:
+        if e["event"] == "discovery":
+            summary.append("discovery " + ",".join(f"{h['host']}:{h['slots']}" for h in e["hosts"]))
+        elif e["event"] == "round":
+            summary.append(f"round {e['round']} size {e['world_size']}")
+        elif e["event"] == "rank_started":
+            summary.append(f"start {e['rank']} round {e['round']}")
+        elif e["event"] == "rank_exited":
+            summary.append(f"exit {e['rank']} {e['reason']}")
+        elif e["event"] == "reset":
+            summary.append(f"reset {e['resets']}: {e['reason']}")
+        else:
+            summary.append(e["event"])
+    assert summary[:6] == ["discovery localhost:1", "round 1 size 1", "start 0 round 1",
+                           "discovery localhost:2", "exit 0 stopped", "reset 1: the hosts changed"]
+    assert summary[6:9] == ["round 2 size 2", "start 0 round 2", "start 1 round 2"]
+    assert sorted(summary[9:11]) == ["exit 0 finished", "exit 1 finished"]
+    assert summary[11:] == ["job_end"] and events[-1]["exit_code"] == 0
+
+
+def test_an_unwritable_events_file_is_a_usage_error_before_anything_starts(tmp_path):
+    r = run_etrun(["-np", "1", "--events-file", str(tmp_path / "no" / "such" / "dir.jsonl"), "true"])
+    assert r.returncode == 2
+    assert r.stderr.decode().startswith("etrun: error: cannot write the events file ")
+    assert "choose a writable --events-file path" in r.stderr.decode()
