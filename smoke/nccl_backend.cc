@@ -97,16 +97,15 @@ class NcclBackend : public Backend {
     return true;
   }
   bool SetInput(const float* host, size_t count, std::string* err) override {
-    return CudaOk(cudaMemcpy(input_, host, count * sizeof(float), cudaMemcpyHostToDevice),
-                  "cudaMemcpy to GPU", err);
+    return Copy(input_, host, count * sizeof(float), cudaMemcpyHostToDevice, err);
   }
   bool ClearOutput(size_t count, std::string* err) override {
-    return Wait(err) && CudaOk(cudaMemset(output_, 0, count * sizeof(float)), "cudaMemset", err);
+    // On our stream, so it is ordered before the next allreduce.
+    return CudaOk(cudaMemsetAsync(output_, 0, count * sizeof(float), stream_), "cudaMemsetAsync",
+                  err);
   }
   bool GetOutput(float* host, size_t count, std::string* err) override {
-    return Wait(err) &&
-           CudaOk(cudaMemcpy(host, output_, count * sizeof(float), cudaMemcpyDeviceToHost),
-                  "cudaMemcpy from GPU", err);
+    return Copy(host, output_, count * sizeof(float), cudaMemcpyDeviceToHost, err);
   }
   bool Allreduce(size_t count, std::string* err) override {
     return Settle(ncclAllReduce(input_, output_, count, ncclFloat, ncclSum, comm_, stream_),
@@ -140,19 +139,24 @@ class NcclBackend : public Backend {
       return false;
     }
     const size_t bytes = values->size() * sizeof(double);
-    return Wait(err) &&
-           CudaOk(cudaMemcpy(scratch_, values->data(), bytes, cudaMemcpyHostToDevice),
-                  "cudaMemcpy to GPU", err) &&
+    return Copy(scratch_, values->data(), bytes, cudaMemcpyHostToDevice, err) &&
            Settle(ncclAllReduce(scratch_, scratch_, values->size(), ncclDouble, ncclSum, comm_,
                                 stream_),
                   "ncclAllReduce", err) &&
-           Wait(err) &&
-           CudaOk(cudaMemcpy(values->data(), scratch_, bytes, cudaMemcpyDeviceToHost),
-                  "cudaMemcpy from GPU", err);
+           Copy(values->data(), scratch_, bytes, cudaMemcpyDeviceToHost, err);
   }
 
  private:
   static constexpr size_t kScratchDoubles = 64;
+
+  // Copies on our stream (a non-blocking stream is not ordered with cudaMemcpy's default
+  // stream), after every allreduce queued before it, and waits for the copy.
+  bool Copy(void* to, const void* from, size_t bytes, cudaMemcpyKind kind, std::string* err) {
+    return CudaOk(cudaMemcpyAsync(to, from, bytes, kind, stream_),
+                  kind == cudaMemcpyHostToDevice ? "copy to the GPU" : "copy from the GPU",
+                  err) &&
+           Wait(err);
+  }
 
   bool Failed(bool ok) {
     if (!ok) failed_ = true;

@@ -127,9 +127,12 @@ int Run(const std::vector<std::string>& args) {
   if (world.rank == 0) {
     std::printf("# etrun-smoke v%s: allreduce (sum, float32) over %d rank%s, backend %s\n",
                 ETRUN_VERSION, world.size, world.size == 1 ? "" : "s", backend->name().c_str());
-    std::printf("# %s to %s (x%zu), %d iterations after %d warm-up, every element checked\n",
-                SizeText(sizes.front()).c_str(), SizeText(sizes.back()).c_str(),
-                options.step_factor, options.iters, options.warmup);
+    const std::string range = sizes.size() == 1
+                                  ? SizeText(sizes.front())
+                                  : SizeText(sizes.front()) + " to " + SizeText(sizes.back()) +
+                                        " (x" + std::to_string(options.step_factor) + ")";
+    std::printf("# %s, %d timed and %d warm-up allreduces per size, every element checked\n",
+                range.c_str(), options.iters, options.warmup);
   }
   if (!PrintRankLines(world, *backend, &kv, timeout, &err)) return Fail(kExitFailure, who + err);
   if (!backend->Allocate(sizes.back() / sizeof(float), &err)) {

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace etrun::smoke {
 namespace {
@@ -137,7 +138,9 @@ bool TcpRing::AllreduceSum(const T* in, T* out, size_t count, std::string* err) 
   scratch_.resize(length(0) * sizeof(T));  // segment 0 is never shorter than another
   T* scratch = reinterpret_cast<T*>(scratch_.data());
 
-  if (corrupt_ && length(rank_) > 0) out[begin(rank_)] += 1;
+  if constexpr (std::is_same_v<T, float>) {
+    if (corrupt_ && length(rank_) > 0) out[begin(rank_)] += 1;
+  }
   // Reduce-scatter: at step s, send segment rank-s (summed over s+1 ranks so far) and add the
   // previous rank's segment rank-s-1 into ours. Afterwards segment rank+1 holds the full sum.
   for (int s = 0; s < n - 1; ++s) {

@@ -40,8 +40,9 @@ class TcpRing {
   // "127.0.0.1:41234, sends to rank 2 at 127.0.0.1:40111" (empty for a size of 1).
   const std::string& description() const { return description_; }
 
-  // Test hook: from now on this rank adds 1 to the first element it sends in each allreduce,
-  // so that every rank's result is wrong in one place (proves the check catches corruption).
+  // Test hook: from now on this rank adds 1 to the first element it sends in each float
+  // allreduce (doubles, the sweep's own bookkeeping, stay right), so that every rank's result
+  // is wrong in one place: proves that the check catches corruption.
   void TEST_CorruptSends() { corrupt_ = true; }
 
  private:

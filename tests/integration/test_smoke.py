@@ -49,7 +49,8 @@ def test_three_ranks_over_tcp_print_one_checked_row_per_size():
     lines, rows = table(r.stdout)
     assert lines[0].startswith("# etrun-smoke v") and lines[0].endswith(
         ": allreduce (sum, float32) over 3 ranks, backend tcp")
-    assert lines[1] == "# 8 B to 512 KiB (x4), 3 iterations after 1 warm-up, every element checked"
+    assert lines[1] == ("# 8 B to 512 KiB (x4), 3 timed and 1 warm-up allreduces per size, "
+                        "every element checked")
     for rank in range(3):
         nxt = (rank + 1) % 3
         assert any(re.match(r"^#  rank %d pid \d+ on localhost: tcp 127\.0\.0\.1:\d+, sends to "

@@ -92,18 +92,22 @@ TEST_CASE("in-place doubles, repeated on the same connections") {
   }
 }
 
-TEST_CASE("a corrupting rank makes one element wrong on every rank") {
+TEST_CASE("a corrupting rank makes one float wrong on every rank and leaves doubles alone") {
   std::vector<std::vector<float>> results(3);
+  std::vector<std::vector<double>> doubles(3);
   auto errors = RunRing(
       3,
       [&](int rank, TcpRing* ring, std::string* err) {
         std::vector<float> in(30, 1.0f);
         results[rank].resize(30);
-        return ring->AllreduceSum(in.data(), results[rank].data(), 30, err);
+        doubles[rank] = {1, 2, 3};
+        return ring->AllreduceSum(in.data(), results[rank].data(), 30, err) &&
+               ring->AllreduceSum(doubles[rank].data(), doubles[rank].data(), 3, err);
       },
       5s, /*corrupt_rank=*/1);
   for (int rank = 0; rank < 3; ++rank) {
     CHECK(errors[rank] == "");
+    CHECK(doubles[rank] == std::vector<double>{3, 6, 9});
     int wrong = 0;
     for (float v : results[rank]) wrong += v != 3.0f;
     CHECK(wrong == 1);
