@@ -63,7 +63,8 @@ ParseStatus ParseHttpResponse(std::string_view raw, bool at_eof, int* status, st
     std::string_view line = headers.substr(pos, next - pos);
     pos = next + 2;
     size_t colon = line.find(':');
-    if (colon == std::string_view::npos || !EqualsIgnoreCase(line.substr(0, colon), "content-length")) {
+    if (colon == std::string_view::npos ||
+        !EqualsIgnoreCase(line.substr(0, colon), "content-length")) {
       continue;
     }
     std::string_view value = Trim(line.substr(colon + 1));

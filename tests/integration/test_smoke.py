@@ -1,4 +1,4 @@
-"""etrun-smoke under the real etrun: the CPU (TCP ring) path end to end, its table, and its errors."""
+"""etrun-smoke under the real etrun: the CPU (TCP ring) path end to end, its table, its errors."""
 import os
 import re
 import socket
@@ -105,7 +105,8 @@ def test_a_rank_that_corrupts_data_makes_the_table_count_it_and_etrun_fail():
 def test_bad_flags_are_one_line_and_exit_2_alone_and_under_etrun():
     r = subprocess.run([SMOKE, "-n", "0"], capture_output=True, timeout=30)
     assert r.returncode == 2
-    assert r.stderr == b"etrun-smoke: error: -n: expected a whole number from 1 to 1000000, got '0'\n"
+    assert r.stderr == (b"etrun-smoke: error: -n: expected a whole number from 1 to 1000000, "
+                        b"got '0'\n")
     assert r.stdout == b""
     r = run_etrun(["-np", "2", SMOKE, "-e", "1Q"], timeout=60)
     assert r.returncode == 2

@@ -20,7 +20,8 @@ namespace {
 
 // Runs body(rank, ring) on `size` threads after each joined the ring; returns each rank's error
 // (empty when all went well).
-std::vector<std::string> RunRing(int size, const std::function<bool(int, TcpRing*, std::string*)>& body,
+std::vector<std::string> RunRing(int size,
+                                 const std::function<bool(int, TcpRing*, std::string*)>& body,
                                  std::chrono::milliseconds timeout = 5s, int corrupt_rank = -1) {
   etrun::testing::TestStore store;
   std::vector<std::string> errors(size);
