@@ -1,0 +1,49 @@
+// A real etrun rendezvous store (KvStore + KvHandler + HttpServer) on a loopback port, served
+// by its own thread, for tests of etrun-smoke's client and ring against the actual server.
+#ifndef ETRUN_TESTS_SMOKE_TEST_STORE_H_
+#define ETRUN_TESTS_SMOKE_TEST_STORE_H_
+
+#include <string>
+#include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <doctest/doctest.h>
+
+#include "rendezvous/http_server.h"
+#include "rendezvous/kv_handler.h"
+#include "rendezvous/kv_store.h"
+
+namespace etrun::testing {
+
+class TestStore {
+ public:
+  TestStore() : handler_(&store_), server_(&io_, &handler_) {
+    std::string err;
+    REQUIRE(server_.Listen("127.0.0.1", 0, &err));
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~TestStore() {
+    boost::asio::post(io_, [this] { server_.Stop(); });
+    work_.reset();
+    thread_.join();
+  }
+  TestStore(const TestStore&) = delete;
+  TestStore& operator=(const TestStore&) = delete;
+
+  int port() const { return server_.port(); }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
+      io_.get_executor()};
+  rendezvous::KvStore store_;
+  rendezvous::KvHandler handler_;
+  rendezvous::HttpServer server_;
+  std::thread thread_;
+};
+
+}  // namespace etrun::testing
+
+#endif  // ETRUN_TESTS_SMOKE_TEST_STORE_H_
