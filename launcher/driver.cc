@@ -1,5 +1,7 @@
 #include "launcher/driver.h"
 
+#include "launcher/control.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -324,10 +326,39 @@ int Driver::RunStatic() {
   auto grace = GracePeriod(config_);
   SshHosts ssh;  // outlives the ranks: their stubs talk to it until they are reaped
   RankSet ranks(&io, spawner_, &sink, &guardian, grace);
+  bool stopping = false;
+  auto started = std::chrono::steady_clock::now();
+  std::string control_name = JobName(config_);
+  ControlServer control(&io, [&](const rendezvous::HttpRequest& request,
+                                 std::function<void(int, nlohmann::json)> respond) {
+    if (request.method == "POST" && request.target == "/scale") {
+      return respond(409, {{"error", "a static job cannot be scaled: start it with --min-np or "
+                                     "--host-discovery-script to make it elastic"}});
+    }
+    if (request.method != "GET" || request.target != "/status") {
+      return respond(404, {{"error", "unknown request " + request.method + " " + request.target}});
+    }
+    auto now = std::chrono::steady_clock::now();
+    nlohmann::json ranks_json = nlohmann::json::array();
+    for (const RankSet::Running& r : ranks.Unfinished()) {
+      ranks_json.push_back({{"rank", r.rank}, {"label", r.rank}, {"host", r.host},
+                            {"local_rank", plan.slots[r.id].local_rank}, {"pid", r.pid},
+                            {"state", stopping ? "stopping" : "running"}, {"restarts", 0},
+                            {"uptime_s", std::chrono::duration<double>(now - r.started).count()}});
+    }
+    respond(200, {{"job", control_name}, {"state", stopping ? "finishing" : "running"},
+                  {"elastic", false}, {"pid", getpid()},
+                  {"duration_s", std::chrono::duration<double>(now - started).count()},
+                  {"world_size", plan.slots.size()}, {"np", plan.slots.size()}, {"min_np", nullptr},
+                  {"max_np", nullptr}, {"resets", 0}, {"round", 0}, {"ranks", ranks_json}});
+  });
+  if (std::string why; !control.Start(control_name, &why)) {
+    spdlog::warn("no control endpoint (etrun status will not see this job): {}", why);
+  }
+  control_name = control.name();
   asio::steady_timer kill_timer(io);
   std::optional<RankSet::Finished> first_failure;
   int stop_signal = 0;
-  bool stopping = false;
   std::string start_error;
   int start_error_code = kExitFailure;
 

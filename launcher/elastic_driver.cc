@@ -359,6 +359,24 @@ void ElasticDriver::Emit(std::string_view event, nlohmann::json fields) {
   if (events_ != nullptr) events_->Emit(event, std::move(fields));
 }
 
+std::string ElasticDriver::state() const {
+  switch (phase_) {
+    case Phase::kWaitingToStart: return "waiting";
+    case Phase::kRunning: return "running";
+    case Phase::kRestarting:
+    case Phase::kResuming: return "resetting";
+    case Phase::kStopping:
+    case Phase::kDone: return "finishing";
+  }
+  return "running";
+}
+
+std::string ElasticDriver::WorkerState(const SlotKey& slot) const {
+  auto it = live_.find(slot);
+  if (it == live_.end() || !it->second.draining) return "running";
+  return it->second.removed ? "draining" : "stopping";
+}
+
 std::string ElasticDriver::ExitReasonFor(const SlotKey& slot, const ExitStatus& status) const {
   auto it = live_.find(slot);
   bool draining = it != live_.end() && it->second.draining;

@@ -110,6 +110,10 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   const std::string& summary() const { return summary_; }  // empty on success
 
   // Introspection.
+  // "waiting" (for slots), "running", "resetting" or "finishing".
+  std::string state() const;
+  // A live worker's state: "running", "draining" (its slot left the job) or "stopping".
+  std::string WorkerState(const SlotKey& slot) const;
   const std::vector<rendezvous::SlotInfo>& assignment() const { return assignment_; }
   int round() const { return round_; }
   int resets() const { return resets_; }

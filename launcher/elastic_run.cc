@@ -14,6 +14,7 @@
 
 #include "discovery/network.h"
 #include "discovery/script_runner.h"
+#include "launcher/control.h"
 #include "launcher/driver.h"
 #include "launcher/elastic_driver.h"
 #include "launcher/guardian.h"
@@ -112,6 +113,7 @@ class RankSetWorkers : public WorkerControl {
     if (!ranks_->Start(slot.rank, slot.hostname, spec, output, &err, &id)) return Fail(key, err);
     ids_[key] = id;
     slots_[id] = key;
+    ++starts_[key];
     events_->Emit("rank_started", {{"rank", slot.rank}, {"host", slot.hostname},
                                    {"local_rank", slot.local_rank}, {"pid", ranks_->pid(id)},
                                    {"round", (*driver_)->round()}});
@@ -131,6 +133,16 @@ class RankSetWorkers : public WorkerControl {
   }
 
   // The slot a finished process served; forgets the mapping.
+  // The slot of a process still running, and how many times that slot was restarted.
+  std::optional<SlotKey> SlotFor(int id) const {
+    auto it = slots_.find(id);
+    return it == slots_.end() ? std::nullopt : std::optional<SlotKey>(it->second);
+  }
+  int Restarts(const SlotKey& key) const {
+    auto it = starts_.find(key);
+    return it == starts_.end() ? 0 : it->second - 1;
+  }
+
   std::optional<SlotKey> Finished(int id) {
     auto it = slots_.find(id);
     if (it == slots_.end()) return std::nullopt;
@@ -162,6 +174,7 @@ class RankSetWorkers : public WorkerControl {
   std::vector<discovery::Interface> interfaces_;
   std::map<SlotKey, int> ids_;
   std::map<int, SlotKey> slots_;
+  std::map<SlotKey, int> starts_;
   int port_round_ = -1;
   int master_port_ = 0;
 };
@@ -273,6 +286,39 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
     return kExitFailure;
   }
   run.rendezvous_port = server.port();  // before the first worker starts
+
+  auto started = std::chrono::steady_clock::now();
+  std::string control_name = JobName(config);
+  ControlServer control(&io, [&](const rendezvous::HttpRequest& request,
+                                 std::function<void(int, nlohmann::json)> respond) {
+    if (request.method != "GET" || request.target != "/status") {
+      return respond(404, {{"error", "unknown request " + request.method + " " + request.target}});
+    }
+    auto now = std::chrono::steady_clock::now();
+    nlohmann::json ranks_json = nlohmann::json::array();
+    for (const RankSet::Running& r : ranks.Unfinished()) {
+      std::optional<SlotKey> key = workers.SlotFor(r.id);
+      if (!key) continue;
+      int current = -1;
+      for (const rendezvous::SlotInfo& s : driver.assignment()) {
+        if (s.hostname == key->first && s.local_rank == key->second) current = s.rank;
+      }
+      ranks_json.push_back({{"rank", current}, {"label", r.rank}, {"host", r.host},
+                            {"local_rank", key->second}, {"pid", r.pid},
+                            {"state", driver.WorkerState(*key)}, {"restarts", workers.Restarts(*key)},
+                            {"uptime_s", std::chrono::duration<double>(now - r.started).count()}});
+    }
+    auto optional_int = [](const std::optional<int>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    respond(200, {{"job", control_name}, {"state", driver.state()}, {"elastic", true},
+                  {"pid", getpid()}, {"duration_s", std::chrono::duration<double>(now - started).count()},
+                  {"world_size", driver.assignment().size()}, {"np", options.np},
+                  {"min_np", options.min_np}, {"max_np", optional_int(options.max_np)},
+                  {"resets", driver.resets()}, {"round", driver.round()}, {"ranks", ranks_json}});
+  });
+  if (std::string why; !control.Start(control_name, &why)) {
+    spdlog::warn("no control endpoint (etrun status will not see this job): {}", why);
+  }
+  control_name = control.name();
 
   asio::steady_timer poll_timer(io), tick_timer(io);
   bool done = false;

@@ -40,6 +40,7 @@ struct RankSet::Rank {
   int id = 0;
   int rank = 0;
   std::string host;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   SpawnedProcess process;
   bool exited = false;
   bool finished = false;
@@ -211,6 +212,14 @@ void RankSet::MaybeFinish(Rank* r) {
 
 pid_t RankSet::pid(int id) const {
   return id >= 0 && id < static_cast<int>(ranks_.size()) ? ranks_[id]->process.pid : -1;
+}
+
+std::vector<RankSet::Running> RankSet::Unfinished() const {
+  std::vector<Running> out;
+  for (const auto& r : ranks_) {
+    if (!r->finished) out.push_back({r->id, r->rank, r->host, r->process.pid, r->started});
+  }
+  return out;
 }
 
 void RankSet::Signal(int id, int sig) {

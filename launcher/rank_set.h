@@ -75,6 +75,16 @@ class RankSet {
   // The process id of a started rank (its group id too).
   pid_t pid(int id) const;
 
+  // Ranks not yet finished, for `etrun status`.
+  struct Running {
+    int id;
+    int rank;
+    std::string host;
+    pid_t pid;
+    std::chrono::steady_clock::time_point started;
+  };
+  std::vector<Running> Unfinished() const;
+
   // Called once per rank when it finishes, in finishing order.
   void set_on_finished(std::function<void(const Finished&)> callback) {
     on_finished_ = std::move(callback);

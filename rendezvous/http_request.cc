@@ -28,6 +28,7 @@ int AcceptRequest(http::request<http::string_body>&& req, HttpRequest* out, bool
   out->method = std::string(req.method_string());
   out->target = std::string(req.target());
   out->body = std::move(req.body());
+  out->authorization = std::string(req[http::field::authorization]);
   *keep_alive = req.keep_alive();
   return 0;
 }

@@ -28,6 +28,7 @@ struct HttpRequest {
   std::string method;  // "GET", "PUT", ...
   std::string target;  // raw path, no decoding
   std::string body;
+  std::string authorization;  // the Authorization header, if any (etrun's control endpoint)
 };
 
 struct HttpResponse {

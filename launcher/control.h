@@ -1,0 +1,78 @@
+// The control endpoint of a running job, for `etrun status`, `etrun list` and `etrun scale`.
+//
+// ControlServer: a small HTTP server on 127.0.0.1 beside the rendezvous server (Horovod workers'
+// endpoints are untouched). Every request must carry `Authorization: Bearer <token>`, a random
+// 256-bit token; anything else gets 401. The token and port are published in a 0600 file in a
+// 0700 directory of the user's (JobRegistry), so only the job's owner (and root) can steer it.
+//
+// JobRegistry: $XDG_RUNTIME_DIR/etrun/ or /tmp/etrun-<uid>/, one <job>.json per running job
+// ({"job", "pid", "port", "token", "started"}), removed when the job ends; files of jobs whose
+// etrun is gone are skipped (and removed) by readers.
+// Driver thread only.
+#ifndef ETRUN_LAUNCHER_CONTROL_H_
+#define ETRUN_LAUNCHER_CONTROL_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <nlohmann/json.hpp>
+
+#include "rendezvous/http_server.h"
+
+namespace etrun::launcher {
+
+// One running job as its registry file describes it.
+struct JobEntry {
+  std::string job;
+  int pid = 0;
+  int port = 0;
+  std::string token;
+  std::string started;  // ISO 8601 UTC
+  std::string path;     // the registry file
+};
+
+// The registry directory, created 0700 if missing. Returns "" and sets *err when it cannot be
+// made or is not private to this user.
+std::string RegistryDir(std::string* err);
+
+// Live jobs of this user, sorted by name; stale files are removed.
+std::vector<JobEntry> ListJobs(std::string* err);
+
+// Picks the job named `name`, or the only one when `name` is empty. Returns false and sets *err
+// (no job, several jobs: name one, no such job).
+bool FindJob(const std::string& name, JobEntry* out, std::string* err);
+
+class ControlServer {
+ public:
+  // A request already authenticated: method, path (query included) and body. Returns status
+  // and JSON body; `respond` may be called later (on the driver thread), exactly once.
+  using Handler = std::function<void(const rendezvous::HttpRequest& request,
+                                     std::function<void(int status, nlohmann::json body)> respond)>;
+
+  ControlServer(boost::asio::io_context* io, Handler handler);
+  ~ControlServer();  // removes the registry file
+
+  // Listens on 127.0.0.1 and publishes the job under `job` (or `job-<pid>` if that name is taken
+  // by another live etrun). Returns false and sets *err; the job runs on without control then.
+  bool Start(const std::string& job, std::string* err);
+
+  const std::string& name() const { return entry_.job; }
+
+ private:
+  class Auth;
+  std::unique_ptr<Auth> auth_;
+  std::unique_ptr<rendezvous::HttpServer> server_;
+  JobEntry entry_;
+};
+
+// The client side: one request to a job's control endpoint. Returns the HTTP status (0 with
+// *err set when the job cannot be reached) and fills *body.
+int ControlRequest(const JobEntry& job, const std::string& method, const std::string& target,
+                   const std::string& body, std::string* reply, std::string* err);
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_CONTROL_H_
