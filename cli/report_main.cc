@@ -78,9 +78,7 @@ int ReportMain(int argc, char** argv) {
   std::string output_path;
   bool as_json = false;
   CLI::App app(
-      "Summarizes an etrun job from its events file (--events-file) and draws its "
-      "timeline: world size over time, one lane per host, failures, blacklisted hosts "
-      "and resets.",
+      "Summarizes a job from its events file (--events-file); with -o, draws its timeline.",
       "etrun report");
   app.add_option("EVENTS", events_path, "the events file (JSON Lines) written by --events-file")
       ->required();

@@ -451,100 +451,98 @@ double HostLanes(std::string* out, const JobTimeline& tl, const TimeAxis& axis, 
   return top + static_cast<double>(n) * lane;
 }
 
-}  // namespace
-
-std::string RenderSvg(const JobTimeline& tl) {
-  const TimeAxis axis(tl.end);
-  std::string body;
-
-  // Title: what ran and how it ended; a second line with when and how it was started.
+// Title, a line on how the job was started, the cause of a failure. Returns the y below them;
+// *title gets the title's text (also the document's <title>).
+double Header(std::string* out, const JobTimeline& tl, std::string* title) {
   const std::string name = tl.job.empty() ? "etrun job" : tl.job;
-  std::string status;
-  if (!tl.has_job_end)
-    status = "no job_end: still running or killed";
-  else if (tl.exit_code == 0)
-    status = "exit 0 (success)";
-  else
-    status = fmt::format("exit {}", tl.exit_code);
-  const std::string title = fmt::format("{} \u2014 {} \u2014 {}{}", Clip(name, 60), status,
-                                        FormatDuration(tl.end), tl.has_job_end ? "" : " so far");
-  Text(&body, 12, 26, title, "font-size=\"17\" font-weight=\"bold\"");
+  std::string status = fmt::format("exit {}", tl.exit_code);
+  if (!tl.has_job_end) status = "no job_end: still running or killed";
+  if (tl.has_job_end && tl.exit_code == 0) status = "exit 0 (success)";
+  *title = fmt::format("{} \u2014 {} \u2014 {}{}", Clip(name, 60), status, FormatDuration(tl.end),
+                       tl.has_job_end ? "" : " so far");
+  Text(out, 12, 26, *title, "font-size=\"17\" font-weight=\"bold\"");
+
   std::string info;
   if (!tl.start_ts.empty()) info += "started " + tl.start_ts + "  \u00b7  ";
-  info += tl.elastic ? "elastic" : "static";
-  info += fmt::format(", np {}", tl.np);
+  info += fmt::format("{}, np {}", tl.elastic ? "elastic" : "static", tl.np);
   if (tl.min_np) info += fmt::format(", min {}", *tl.min_np);
   if (tl.max_np) info += fmt::format(", max {}", *tl.max_np);
   std::string command;
   for (const std::string& word : tl.command) command += (command.empty() ? "" : " ") + word;
   if (!command.empty()) info += "  \u00b7  " + command;
-  Text(&body, 12, 46, Clip(info, 150), "font-size=\"12\" fill=\"#666\"");
-  double y = 46;
-  if (tl.has_job_end && !tl.cause.empty()) {
-    y += 18;
-    Text(&body, 12, y, Clip("cause: " + tl.cause, 150), "font-size=\"12\" fill=\"#d62728\"");
+  Text(out, 12, 46, Clip(info, 150), "font-size=\"12\" fill=\"#666\"");
+  if (!tl.has_job_end || tl.cause.empty()) return 46;
+  Text(out, 12, 64, Clip("cause: " + tl.cause, 150), "font-size=\"12\" fill=\"#d62728\"");
+  return 64;
+}
+
+// Vertical grid lines at each tick from y = top to bottom, and the labelled time axis below.
+void TimeGrid(std::string* out, const TimeAxis& axis, double top, double bottom) {
+  const int ticks = static_cast<int>(std::floor(axis.span() / axis.step() + 1e-6));
+  for (int i = 0; i <= ticks; ++i) {
+    const double t = i * axis.step();
+    const double x = axis.X(t);
+    *out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\"/>\n", N(x),
+                        N(top), N(x), N(bottom + 4), kGridColor);
+    Text(out, x, bottom + 18, axis.Label(t),
+         "font-size=\"10\" text-anchor=\"middle\" fill=\"#666\"");
   }
+  *out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/>\n", N(kLeft),
+                      N(bottom + 4), N(kLeft + kPlotWidth), N(bottom + 4));
+  Text(out, kLeft + kPlotWidth / 2, bottom + 36, axis.Title(),
+       "font-size=\"11\" text-anchor=\"middle\" fill=\"#666\"");
+}
+
+// A dashed line through both panels and a marker on top at each reset.
+void ResetMarkers(std::string* out, const JobTimeline& tl, const TimeAxis& axis, double top,
+                  double bottom) {
+  for (const JobReset& r : tl.resets) {
+    const double x = axis.X(r.t);
+    const std::string tip =
+        fmt::format("reset {} at {}{}", r.count, At(r.t), r.reason.empty() ? "" : ": " + r.reason);
+    *out += fmt::format(
+        "<g class=\"reset\" stroke=\"{0}\"><title>{1}</title>"
+        "<line x1=\"{2}\" y1=\"{3}\" x2=\"{2}\" y2=\"{4}\" stroke-width=\"1.2\" "
+        "stroke-dasharray=\"4 3\"/><path d=\"M{2} {3} l-4 -7 h8 z\" fill=\"{0}\"/></g>\n",
+        kResetColor, Escape(tip), N(x), N(top), N(bottom));
+  }
+}
+
+}  // namespace
+
+std::string RenderSvg(const JobTimeline& tl) {
+  const TimeAxis axis(tl.end);
+  std::string title;
+  std::string body;
+  double y = Header(&body, tl, &title);
   bool any_running = false;
   for (const RankRun& r : tl.runs) any_running = any_running || !r.exited;
   y = Legend(&body, y + 26, any_running, tl.elastic);
 
   const double size_top = y + 12;
   const double lanes_top = size_top + kSizePanelHeight + 22;
-  std::string panels;
-  SizePanel(&panels, tl, axis, size_top);
-  const double lanes_bottom = HostLanes(&panels, tl, axis, lanes_top);
+  SizePanel(&body, tl, axis, size_top);
   Text(&body, 12, lanes_top - 8, "hosts", "font-size=\"12\" font-weight=\"bold\"");
-
-  // Grid and time axis under everything else.
-  std::string grid;
-  const int ticks = static_cast<int>(std::floor(axis.span() / axis.step() + 1e-6));
-  for (int i = 0; i <= ticks; ++i) {
-    const double t = i * axis.step();
-    const double x = axis.X(t);
-    grid += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\"/>\n", N(x),
-                        N(size_top), N(x), N(lanes_bottom + 4), kGridColor);
-    Text(&grid, x, lanes_bottom + 18, axis.Label(t),
-         "font-size=\"10\" text-anchor=\"middle\" fill=\"#666\"");
-  }
-  grid += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/>\n", N(kLeft),
-                      N(lanes_bottom + 4), N(kLeft + kPlotWidth), N(lanes_bottom + 4));
-  Text(&grid, kLeft + kPlotWidth / 2, lanes_bottom + 36, axis.Title(),
-       "font-size=\"11\" text-anchor=\"middle\" fill=\"#666\"");
-
-  // Resets over everything: a dashed line through both panels and a marker on top.
-  std::string resets;
-  for (const JobReset& r : tl.resets) {
-    const double x = axis.X(r.t);
-    const std::string tip =
-        fmt::format("reset {} at {}{}", r.count, At(r.t), r.reason.empty() ? "" : ": " + r.reason);
-    resets += fmt::format(
-        "<g class=\"reset\" stroke=\"{}\"><title>{}</title><line x1=\"{}\" y1=\"{}\" x2=\"{}\" "
-        "y2=\"{}\" "
-        "stroke-width=\"1.2\" stroke-dasharray=\"4 3\"/><path d=\"M{} {} l-4 -7 h8 z\" "
-        "fill=\"{}\"/></g>\n",
-        kResetColor, Escape(tip), N(x), N(size_top), N(x), N(lanes_bottom), N(x), N(size_top),
-        kResetColor);
-  }
+  const double lanes_bottom = HostLanes(&body, tl, axis, lanes_top);
+  std::string grid;  // drawn first, under everything else
+  TimeGrid(&grid, axis, size_top, lanes_bottom);
+  ResetMarkers(&body, tl, axis, size_top, lanes_bottom);  // drawn last, over everything else
 
   const double height = std::ceil(lanes_bottom + 48);
-  std::string svg = fmt::format(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
-      "viewBox=\"0 0 {0} {1}\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" "
-      "fill=\"{2}\">\n"
-      "<title>{3}</title>\n"
-      "<defs><pattern id=\"blacklisted\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
-      "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f6d5d5\"/>"
-      "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"{4}\" stroke-width=\"2\"/></pattern>"
-      "</defs>\n"
-      "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n",
-      kWidth, height, kTextColor, Escape(title), kFailColor);
-  svg += grid;
-  svg += body;
-  svg += panels;
-  svg += resets;
-  svg += "</svg>\n";
-  return svg;
+  return fmt::format(
+             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
+             "viewBox=\"0 0 {0} {1}\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" "
+             "fill=\"{2}\">\n"
+             "<title>{3}</title>\n"
+             "<defs><pattern id=\"blacklisted\" width=\"6\" height=\"6\" "
+             "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
+             "<rect width=\"6\" height=\"6\" fill=\"#f6d5d5\"/>"
+             "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"{4}\" stroke-width=\"2\"/>"
+             "</pattern></defs>\n"
+             "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n",
+             kWidth, height, kTextColor, Escape(title), kFailColor) +
+         grid + body + "</svg>\n";
 }
 
 }  // namespace etrun::launcher
