@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/flags.h"
+#include "cli/report_main.h"
 #include "launcher/driver.h"
 #include "launcher/exit_status.h"
 #include "launcher/job_config.h"
@@ -19,6 +20,10 @@ int main(int argc, char** argv) {
   // A remote rank's local helper (see launcher/ssh_rank.h), started by etrun itself.
   if (argc > 1 && strcmp(argv[1], etrun::launcher::kSshRankMode) == 0) {
     return etrun::launcher::SshRankMain(argc, argv);
+  }
+  // `etrun report EVENTS.jsonl`: only as the first argument (see cli/report_main.h).
+  if (argc > 1 && strcmp(argv[1], etrun::cli::kReportVerb) == 0) {
+    return etrun::cli::ReportMain(argc - 1, argv + 1);
   }
   etrun::JobConfig config;
   if (int code = etrun::cli::ParseFlags(argc, argv, &config); code >= 0) return code;

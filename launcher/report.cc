@@ -1,0 +1,484 @@
+// report: events file -> JobTimeline. Summaries are in report_summary.cc, the picture in
+// report_svg.cc.
+#include "launcher/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+
+namespace etrun::launcher {
+namespace {
+
+using nlohmann::json;
+
+// The event types the report reads; anything else is skipped.
+enum class EventType {
+  kJobStart,
+  kDiscovery,
+  kHostBlacklisted,
+  kHostResurrected,
+  kRound,
+  kRankStarted,
+  kRankExited,
+  kReset,
+  kJobEnd,
+};
+
+bool TypeFromName(const std::string& name, EventType* type) {
+  static const std::pair<const char*, EventType> kNames[] = {
+      {"job_start", EventType::kJobStart},
+      {"discovery", EventType::kDiscovery},
+      {"host_blacklisted", EventType::kHostBlacklisted},
+      {"host_resurrected", EventType::kHostResurrected},
+      {"round", EventType::kRound},
+      {"rank_started", EventType::kRankStarted},
+      {"rank_exited", EventType::kRankExited},
+      {"reset", EventType::kReset},
+      {"job_end", EventType::kJobEnd},
+  };
+  for (const auto& [n, t] : kNames) {
+    if (name == n) {
+      *type = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+// One known event with the fields the report uses, checked and decoded.
+struct Event {
+  EventType type = EventType::kJobStart;
+  double t = 0;
+  std::string ts, job, host, reason, cause;
+  std::vector<std::string> command;
+  std::vector<std::string> hosts;  // job_start/discovery host lists, round assignments
+  int np = 0, rank = 0, local_rank = 0, pid = 0, round = 0, world_size = 0, count = 0;
+  int exit_code = 0;
+  std::optional<int> min_np, max_np, code, signal;
+  std::optional<double> cooldown_s;
+  bool elastic = false;
+};
+
+const char* JsonTypeName(const json& value) {
+  if (value.is_number_integer()) return "an integer";
+  if (value.is_number()) return "a number";
+  if (value.is_string()) return "a string";
+  if (value.is_array()) return "an array";
+  if (value.is_object()) return "an object";
+  if (value.is_boolean()) return "a boolean";
+  return "null";
+}
+
+// Typed access to one event's fields. The first problem is kept in error(); later reads return
+// defaults, so a decoder can read every field and check once.
+class FieldReader {
+ public:
+  FieldReader(const json& object, std::string event) : object_(object), event_(std::move(event)) {}
+
+  const std::string& error() const { return error_; }
+
+  int Int(const char* key) { return OptInt(key, /*required=*/true).value_or(0); }
+  std::optional<int> OptInt(const char* key, bool required = false) {
+    const json* v = Find(key, required);
+    if (v == nullptr) return std::nullopt;
+    if (v->is_number_integer()) {
+      const int64_t n =
+          v->is_number_unsigned()
+              ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX))
+              : v->get<int64_t>();
+      if (n >= std::numeric_limits<int>::min() && n <= std::numeric_limits<int>::max()) {
+        return static_cast<int>(n);
+      }
+      if (error_.empty()) error_ = fmt::format("{}: \"{}\" is out of range", event_, key);
+      return std::nullopt;
+    }
+    Fail(key, "an integer", *v);
+    return std::nullopt;
+  }
+  double Num(const char* key) { return OptNum(key, /*required=*/true).value_or(0); }
+  std::optional<double> OptNum(const char* key, bool required = false) {
+    const json* v = Find(key, required);
+    if (v == nullptr) return std::nullopt;
+    if (v->is_number()) return v->get<double>();
+    Fail(key, "a number", *v);
+    return std::nullopt;
+  }
+  std::string Str(const char* key, bool required = true) {
+    const json* v = Find(key, required);
+    if (v == nullptr) return "";
+    if (v->is_string()) return v->get<std::string>();
+    Fail(key, "a string", *v);
+    return "";
+  }
+  bool Bool(const char* key) {
+    const json* v = Find(key, false);
+    if (v == nullptr) return false;
+    if (v->is_boolean()) return v->get<bool>();
+    Fail(key, "true or false", *v);
+    return false;
+  }
+  std::vector<std::string> Strings(const char* key) {
+    std::vector<std::string> out;
+    const json* v = Find(key, false);
+    if (v == nullptr) return out;
+    if (!v->is_array()) return Fail(key, "an array of strings", *v), out;
+    for (const json& item : *v) {
+      if (!item.is_string()) return Fail(key, "an array of strings", item), out;
+      out.push_back(item.get<std::string>());
+    }
+    return out;
+  }
+  // The "host" members of an array of objects (job_start/discovery "hosts", round "assignment").
+  std::vector<std::string> HostNames(const char* key, bool required) {
+    std::vector<std::string> out;
+    const json* v = Find(key, required);
+    if (v == nullptr) return out;
+    if (!v->is_array()) return Fail(key, "an array", *v), out;
+    for (const json& item : *v) {
+      const json::const_iterator host =
+          item.is_object() ? item.find("host") : json::const_iterator();
+      if (!item.is_object() || host == item.end() || !host->is_string()) {
+        if (error_.empty()) {
+          error_ = fmt::format("{}: every entry of \"{}\" needs a \"host\" string", event_, key);
+        }
+        return out;
+      }
+      out.push_back(host->get<std::string>());
+    }
+    return out;
+  }
+
+ private:
+  // The field, or nullptr when it is absent or null (an error if required).
+  const json* Find(const char* key, bool required) {
+    const json::const_iterator it = object_.find(key);
+    if (it == object_.end() || it->is_null()) {
+      if (required && error_.empty()) error_ = fmt::format("{} has no \"{}\"", event_, key);
+      return nullptr;
+    }
+    return &*it;
+  }
+  void Fail(const char* key, const char* want, const json& got) {
+    if (!error_.empty()) return;
+    error_ = fmt::format("{}: \"{}\" should be {}, not {}", event_, key, want, JsonTypeName(got));
+  }
+
+  const json& object_;
+  std::string event_;
+  std::string error_;
+};
+
+// Decodes one known event; returns false with *err (without the line prefix) on a bad field.
+bool DecodeEvent(const json& object, EventType type, const std::string& type_name, Event* event,
+                 std::string* err) {
+  FieldReader f(object, type_name);
+  event->type = type;
+  event->t = f.Num("t");
+  event->ts = f.Str("ts", /*required=*/false);
+  switch (type) {
+    case EventType::kJobStart:
+      event->job = f.Str("job", false);
+      event->command = f.Strings("command");
+      event->np = f.OptInt("np").value_or(0);
+      event->min_np = f.OptInt("min_np");
+      event->max_np = f.OptInt("max_np");
+      event->elastic = f.Bool("elastic");
+      event->hosts = f.HostNames("hosts", false);
+      break;
+    case EventType::kDiscovery:
+      event->hosts = f.HostNames("hosts", true);
+      break;
+    case EventType::kHostBlacklisted:
+      event->host = f.Str("host");
+      event->reason = f.Str("reason", false);
+      event->cooldown_s = f.OptNum("cooldown_s");
+      break;
+    case EventType::kHostResurrected:
+      event->host = f.Str("host");
+      break;
+    case EventType::kRound:
+      event->round = f.OptInt("round").value_or(0);
+      event->world_size = f.Int("world_size");
+      event->hosts = f.HostNames("assignment", false);
+      break;
+    case EventType::kRankStarted:
+    case EventType::kRankExited:
+      event->rank = f.Int("rank");
+      event->host = f.Str("host");
+      event->local_rank = f.OptInt("local_rank").value_or(0);
+      event->pid = f.OptInt("pid").value_or(0);
+      event->round = f.OptInt("round").value_or(0);
+      if (type == EventType::kRankExited) {
+        event->code = f.OptInt("code");
+        event->signal = f.OptInt("signal");
+        event->reason = f.Str("reason");
+      }
+      break;
+    case EventType::kReset:
+      event->count = f.OptInt("resets").value_or(0);
+      event->reason = f.Str("reason", false);
+      break;
+    case EventType::kJobEnd:
+      event->exit_code = f.Int("exit_code");
+      event->cause = f.Str("cause", false);
+      break;
+  }
+  *err = f.error();
+  return err->empty();
+}
+
+// "column 5: syntax error while parsing value - invalid literal; last read: 'x'" from
+// nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 5: ...".
+std::string ParseErrorText(const std::string& what) {
+  std::string text = what;
+  if (const size_t bracket = text.find("] "); bracket != std::string::npos) {
+    text = text.substr(bracket + 2);
+  }
+  for (const char* noise : {"parse error at line 1, ", "parse error at "}) {
+    if (text.rfind(noise, 0) == 0) text = text.substr(strlen(noise));
+  }
+  return text;
+}
+
+bool IsBlank(std::string_view line) {
+  return line.find_first_not_of(" \t\r") == std::string_view::npos;
+}
+
+void AddHost(JobTimeline* timeline, std::set<std::string>* seen, const std::string& host) {
+  if (seen->insert(host).second) timeline->hosts.push_back(host);
+}
+
+// Turns events (sorted by t, clamped to [0, end]) into the timeline's model.
+void Build(const std::vector<Event>& events, JobTimeline* tl) {
+  std::set<std::string> seen;
+  std::map<std::pair<std::string, int>, size_t> open_by_pid;  // (host, pid) -> runs index
+  std::map<std::string, double> present_since;                // hosts in the current host list
+  std::map<std::string, size_t> open_blacklist;               // host -> blacklists index
+
+  auto set_host_list = [&](double t, const std::vector<std::string>& hosts) {
+    const std::set<std::string> next(hosts.begin(), hosts.end());
+    for (auto it = present_since.begin(); it != present_since.end();) {
+      if (next.count(it->first) == 0) {
+        tl->presence[it->first].push_back({it->second, t});
+        it = present_since.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (const std::string& host : hosts) {
+      AddHost(tl, &seen, host);
+      present_since.emplace(host, t);
+    }
+  };
+
+  // World size: static jobs have one world from the start; elastic ones start without one.
+  SizeSegment current;
+  current.start = 0;
+  if (tl->elastic) {
+    current.state = SizeSegment::State::kStarting;
+  } else {
+    std::set<int> labels;
+    for (const Event& e : events) {
+      if (e.type == EventType::kRankStarted) labels.insert(e.rank);
+    }
+    current.size = tl->np > 0 ? tl->np : static_cast<int>(labels.size());
+  }
+  auto switch_to = [&](double t, SizeSegment next) {
+    current.end = t;
+    if (current.end > current.start) tl->sizes.push_back(current);
+    next.start = t;
+    current = next;
+  };
+
+  for (const Event& e : events) {
+    switch (e.type) {
+      case EventType::kJobStart:
+        if (!e.hosts.empty()) set_host_list(e.t, e.hosts);
+        break;
+      case EventType::kDiscovery:
+        set_host_list(e.t, e.hosts);
+        break;
+      case EventType::kHostBlacklisted: {
+        AddHost(tl, &seen, e.host);
+        if (auto it = open_blacklist.find(e.host); it != open_blacklist.end()) {
+          tl->blacklists[it->second].end = e.t;  // blacklisted again: the first one ends here
+        }
+        open_blacklist[e.host] = tl->blacklists.size();
+        tl->blacklists.push_back({e.t, e.host, e.reason, e.cooldown_s, tl->end});
+        break;
+      }
+      case EventType::kHostResurrected:
+        AddHost(tl, &seen, e.host);
+        if (auto it = open_blacklist.find(e.host); it != open_blacklist.end()) {
+          tl->blacklists[it->second].end = e.t;
+          open_blacklist.erase(it);
+        }
+        break;
+      case EventType::kRound: {
+        for (const std::string& host : e.hosts) AddHost(tl, &seen, host);
+        SizeSegment next;
+        next.size = e.world_size;
+        next.round = e.round;
+        switch_to(e.t, next);
+        break;
+      }
+      case EventType::kReset:
+        tl->resets.push_back({e.t, e.count, e.reason});
+        if (current.state != SizeSegment::State::kResetting) {
+          SizeSegment next;
+          next.state = SizeSegment::State::kResetting;
+          switch_to(e.t, next);
+        }
+        break;
+      case EventType::kRankStarted: {
+        AddHost(tl, &seen, e.host);
+        RankRun run;
+        run.rank = e.rank;
+        run.host = e.host;
+        run.local_rank = e.local_rank;
+        run.round = e.round;
+        run.start = e.t;
+        run.end = tl->end;
+        open_by_pid[{e.host, e.pid}] = tl->runs.size();
+        tl->runs.push_back(run);
+        break;
+      }
+      case EventType::kRankExited: {
+        AddHost(tl, &seen, e.host);
+        // Match by (host, pid); a writer without pids still matches the latest open run of the
+        // same label on the same host.
+        std::optional<size_t> index;
+        if (auto it = open_by_pid.find({e.host, e.pid}); it != open_by_pid.end()) {
+          index = it->second;
+          open_by_pid.erase(it);
+        } else {
+          for (size_t i = tl->runs.size(); i-- > 0;) {
+            const RankRun& r = tl->runs[i];
+            if (!r.exited && r.host == e.host && r.rank == e.rank) {
+              index = i;
+              break;
+            }
+          }
+        }
+        if (index) {
+          RankRun& run = tl->runs[*index];
+          run.end = e.t;
+          run.exited = true;
+          run.reason = e.reason;
+          run.code = e.code;
+          run.signal = e.signal;
+        }
+        if (e.reason == "failed") {
+          tl->failures.push_back({e.t, e.rank, e.host, e.local_rank, e.code, e.signal});
+        }
+        break;
+      }
+      case EventType::kJobEnd:
+        break;
+    }
+  }
+  switch_to(tl->end, SizeSegment{});
+  for (const auto& [host, since] : present_since) tl->presence[host].push_back({since, tl->end});
+  for (const auto& [host, index] : open_blacklist) {
+    HostBlacklisting& b = tl->blacklists[index];
+    b.end = b.cooldown_s ? std::min(tl->end, b.t + *b.cooldown_s) : tl->end;
+  }
+}
+
+}  // namespace
+
+bool ParseEvents(std::string_view text, const std::string& name, JobTimeline* timeline,
+                 std::string* err) {
+  *timeline = JobTimeline();
+  std::vector<Event> events;
+  double last_t = 0;
+  bool has_round = false;
+  int line_number = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t newline = text.find('\n', pos);
+    const bool terminated = newline != std::string_view::npos;
+    const std::string_view line = text.substr(pos, terminated ? newline - pos : text.npos);
+    pos = terminated ? newline + 1 : text.size();
+    ++line_number;
+    if (IsBlank(line)) continue;
+
+    const std::string where = fmt::format("{} line {}", name, line_number);
+    json object;
+    try {
+      object = json::parse(line);
+    } catch (const json::parse_error& e) {
+      if (!terminated) {  // a write cut short: the job is still writing or was killed mid-line
+        timeline->warnings.push_back(
+            fmt::format("{}: skipped an incomplete last line (no newline, not valid JSON)", where));
+        break;
+      }
+      *err = fmt::format("{}: not valid JSON: {}", where, ParseErrorText(e.what()));
+      return false;
+    }
+    if (!object.is_object()) {
+      *err = fmt::format("{}: expected a JSON object, got {}", where, JsonTypeName(object));
+      return false;
+    }
+    const json::const_iterator type_it = object.find("event");
+    if (type_it == object.end() || !type_it->is_string()) {
+      *err = fmt::format("{}: no \"event\" string", where);
+      return false;
+    }
+    const std::string type_name = type_it->get<std::string>();
+    EventType type;
+    if (!TypeFromName(type_name, &type)) {
+      // Unknown events only move the end of the picture (a later writer's "checkpoint" still
+      // happened while the job ran).
+      if (const json::const_iterator t = object.find("t"); t != object.end() && t->is_number()) {
+        last_t = std::max(last_t, t->get<double>());
+      }
+      continue;
+    }
+    Event event;
+    std::string field_err;
+    if (!DecodeEvent(object, type, type_name, &event, &field_err)) {
+      *err = fmt::format("{}: {}", where, field_err);
+      return false;
+    }
+    if (!std::isfinite(event.t)) event.t = 0;  // 1e999 parses as infinity
+    event.t = std::max(0.0, event.t);
+    last_t = std::max(last_t, event.t);
+    has_round = has_round || type == EventType::kRound;
+    events.push_back(std::move(event));
+  }
+
+  std::stable_sort(events.begin(), events.end(),
+                   [](const Event& a, const Event& b) { return a.t < b.t; });
+  JobTimeline& tl = *timeline;
+  tl.end = last_t;
+  for (const Event& e : events) {
+    if (e.type == EventType::kJobStart && !tl.has_job_start) {
+      tl.has_job_start = true;
+      tl.job = e.job;
+      tl.command = e.command;
+      tl.start_ts = e.ts;
+      tl.np = e.np;
+      tl.min_np = e.min_np;
+      tl.max_np = e.max_np;
+      tl.elastic = e.elastic;
+    } else if (e.type == EventType::kJobEnd && !tl.has_job_end) {
+      tl.has_job_end = true;
+      tl.exit_code = e.exit_code;
+      tl.cause = e.cause;
+      tl.end = e.t;
+    }
+  }
+  tl.elastic = tl.elastic || has_round;
+  for (Event& e : events) e.t = std::min(e.t, tl.end);  // nothing after job_end
+  Build(events, &tl);
+  return true;
+}
+
+}  // namespace etrun::launcher

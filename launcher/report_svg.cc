@@ -1,0 +1,548 @@
+// report_svg: a JobTimeline as one SVG picture (see report.h). Hand-written SVG 1.1 text, no
+// library: a title, a legend, the world size as a step line over time, one lane per host with a
+// bar per rank process, and markers for failures, blacklisted hosts and resets. Everything is
+// laid out for a fixed 1000 px width; the height grows with the number of hosts, and lanes get
+// thinner past a dozen hosts so that 50 hosts still fit on a screen or two. Every bar and marker
+// carries a <title> (a tooltip in browsers) with its exact times.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
+#include "launcher/exit_status.h"
+#include "launcher/report.h"
+
+namespace etrun::launcher {
+namespace {
+
+constexpr double kWidth = 1000;
+constexpr double kLeft = 170;  // host names and the world size axis
+constexpr double kRight = 30;
+constexpr double kPlotWidth = kWidth - kLeft - kRight;
+constexpr double kSizePanelHeight = 120;
+constexpr double kSizePanelPad = 16;  // room above the highest step for its label
+
+constexpr char kLineColor[] = "#1f77b4";
+constexpr char kResetColor[] = "#9467bd";
+constexpr char kFailColor[] = "#d62728";
+constexpr char kGridColor[] = "#e3e3e3";
+constexpr char kTextColor[] = "#222";
+
+// How a rank process ended -> bar color and legend label.
+struct EndStyle {
+  const char* reason;
+  const char* color;
+  const char* label;
+};
+constexpr EndStyle kEndStyles[] = {
+    {"finished", "#2ca02c", "finished"},
+    {"failed", "#d62728", "failed"},
+    {"drained", "#ff9f1c", "drained (host removed)"},
+    {"stopped", "#8c8c8c", "stopped by etrun"},
+    {"", "#6baed6", "still running at the end"},
+};
+constexpr char kOtherEndColor[] = "#bcbd22";
+
+const char* EndColor(const RankRun& run) {
+  if (!run.exited) return kEndStyles[4].color;
+  for (const EndStyle& s : kEndStyles) {
+    if (run.reason == s.reason) return s.color;
+  }
+  return kOtherEndColor;
+}
+
+// Text for XML content and attribute values: markup escaped, control characters that XML 1.0
+// forbids dropped (the JSON parser already guaranteed valid UTF-8).
+std::string Escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t')
+          out += c;
+        else if (c == '\n' || c == '\r')
+          out += ' ';
+    }
+  }
+  return out;
+}
+
+// At most max_chars characters (UTF-8 code points) of s; a cut is marked with "…".
+std::string Clip(std::string_view s, size_t max_chars) {
+  size_t chars = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) continue;  // continuation byte
+    if (++chars > max_chars) return std::string(s.substr(0, i)) + "\u2026";
+  }
+  return std::string(s);
+}
+
+// Coordinates with one decimal keep the file small and exact enough.
+std::string N(double v) { return fmt::format("{:.1f}", v); }
+
+// The time axis: tick spacing and label style chosen from the job's length.
+class TimeAxis {
+ public:
+  explicit TimeAxis(double span) : span_(span > 0 ? span : 1) {
+    static constexpr double kSteps[] = {
+        0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,  0.2,  0.5,  1,     2,     5,     10,   15,
+        30,    60,    120,   300,  600,  900,  1800, 3600, 7200, 10800, 21600, 43200, 86400};
+    step_ = 86400 * std::ceil(span_ / 86400 / 10);
+    for (const double s : kSteps) {
+      if (span_ / s <= 10) {
+        step_ = s;
+        break;
+      }
+    }
+  }
+
+  double X(double t) const { return kLeft + std::clamp(t / span_, 0.0, 1.0) * kPlotWidth; }
+  double step() const { return step_; }
+  double span() const { return span_; }
+
+  std::string Label(double t) const {
+    if (span_ < 120) {
+      const int decimals = step_ < 1 ? static_cast<int>(std::ceil(-std::log10(step_) - 1e-9)) : 0;
+      return fmt::format("{:.{}f}", t, decimals);
+    }
+    const long s = std::lround(t);
+    if (span_ < 7200) return fmt::format("{}:{:02}", s / 60, s % 60);
+    return fmt::format("{}:{:02}", s / 3600, s / 60 % 60);
+  }
+  const char* Title() const {
+    if (span_ < 120) return "seconds since job start";
+    if (span_ < 7200) return "minutes:seconds since job start";
+    return "hours:minutes since job start";
+  }
+
+ private:
+  double span_;
+  double step_ = 1;
+};
+
+// "12.35 s" for tooltips, with milliseconds below a minute.
+std::string At(double t) { return t < 60 ? fmt::format("{:.3f} s", t) : FormatDuration(t); }
+
+std::string DescribeRunEnd(const RankRun& run) {
+  if (!run.exited) return "still running";
+  std::string text = run.reason;
+  if (run.signal)
+    text += ", signal " + std::to_string(*run.signal) + " (" + SignalName(*run.signal) + ")";
+  else if (run.code)
+    text += ", code " + std::to_string(*run.code);
+  return text;
+}
+
+// A red X centred on (x, y), on a white outline so that it shows on a red bar too.
+void Cross(std::string* out, double x, double y, double r, const std::string& tip) {
+  const std::string lines = fmt::format(
+      "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/><line x1=\"{}\" y1=\"{}\" x2=\"{}\" "
+      "y2=\"{}\"/>",
+      N(x - r), N(y - r), N(x + r), N(y + r), N(x - r), N(y + r), N(x + r), N(y - r));
+  *out += fmt::format(
+      "<g class=\"failure\" stroke-linecap=\"round\"><title>{}</title>"
+      "<g stroke=\"#fff\" stroke-width=\"4.5\">{}</g><g stroke=\"{}\" stroke-width=\"2.2\">{}</g>"
+      "</g>\n",
+      Escape(tip), lines, kFailColor, lines);
+}
+
+// A "no entry" sign (circle with a slash) centred on (x, y).
+void NoEntry(std::string* out, double x, double y, double r, const std::string& tip) {
+  *out += fmt::format(
+      "<g class=\"blacklist\" stroke=\"#000\" stroke-width=\"1.6\" fill=\"#fff\"><title>{}</title>"
+      "<circle cx=\"{}\" cy=\"{}\" r=\"{}\"/><line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>"
+      "</g>\n",
+      Escape(tip), N(x), N(y), N(r), N(x - r * 0.7), N(y + r * 0.7), N(x + r * 0.7),
+      N(y - r * 0.7));
+}
+
+void Text(std::string* out, double x, double y, const std::string& text, const char* attrs) {
+  *out += fmt::format("<text x=\"{}\" y=\"{}\" {}>{}</text>\n", N(x), N(y), attrs, Escape(text));
+}
+
+// The legend: one row of swatches, wrapped at the picture's width. Returns the y below it.
+double Legend(std::string* out, double y, bool any_running, bool elastic) {
+  struct Item {
+    enum Kind { kLine, kBand, kBar, kCross, kBlacklist, kResetLine, kPresence } kind;
+    const char* color;
+    const char* label;
+  };
+  std::vector<Item> items = {{Item::kLine, kLineColor, "world size"},
+                             {Item::kBand, kResetColor, "resetting (no world)"}};
+  for (const EndStyle& s : kEndStyles) {
+    if (*s.reason != '\0' || any_running) items.push_back({Item::kBar, s.color, s.label});
+  }
+  items.push_back({Item::kCross, kFailColor, "rank failure"});
+  items.push_back({Item::kBlacklist, "", "host blacklisted"});
+  items.push_back({Item::kResetLine, kResetColor, "reset"});
+  if (elastic) items.push_back({Item::kPresence, "", "host listed by discovery"});
+
+  *out += "<g class=\"legend\">\n";
+  double x = kLeft;
+  for (const Item& item : items) {
+    const double width = 22 + 6.3 * static_cast<double>(std::string_view(item.label).size()) + 18;
+    if (x + width > kWidth - 10 && x > kLeft) {
+      x = kLeft;
+      y += 18;
+    }
+    const double cy = y - 4;
+    switch (item.kind) {
+      case Item::kLine:
+        *out += fmt::format(
+            "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" "
+            "stroke-width=\"2\"/>\n",
+            N(x), N(cy), N(x + 16), N(cy), item.color);
+        break;
+      case Item::kBand:
+        *out += fmt::format(
+            "<rect x=\"{}\" y=\"{}\" width=\"16\" height=\"10\" fill=\"{}\" "
+            "fill-opacity=\"0.25\"/>\n",
+            N(x), N(cy - 5), item.color);
+        break;
+      case Item::kBar:
+        *out += fmt::format(
+            "<rect x=\"{}\" y=\"{}\" width=\"16\" height=\"10\" rx=\"2\" "
+            "fill=\"{}\"/>\n",
+            N(x), N(cy - 5), item.color);
+        break;
+      case Item::kCross:
+        Cross(out, x + 8, cy, 4, "a rank exited with a failure");
+        break;
+      case Item::kBlacklist:
+        *out += fmt::format(
+            "<rect x=\"{}\" y=\"{}\" width=\"16\" height=\"10\" "
+            "fill=\"url(#blacklisted)\"/>\n",
+            N(x), N(cy - 5));
+        NoEntry(out, x + 8, cy, 4, "host blacklisted");
+        break;
+      case Item::kResetLine:
+        *out += fmt::format(
+            "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" "
+            "stroke-width=\"1.5\" stroke-dasharray=\"3 2\"/>\n",
+            N(x + 8), N(cy - 6), N(x + 8), N(cy + 6), item.color);
+        break;
+      case Item::kPresence:
+        *out += fmt::format(
+            "<rect x=\"{}\" y=\"{}\" width=\"16\" height=\"10\" "
+            "fill=\"#dde6f0\"/>\n",
+            N(x), N(cy - 5));
+        break;
+    }
+    Text(out, x + 22, y, item.label, "font-size=\"11\"");
+    x += width;
+  }
+  *out += "</g>\n";
+  return y + 10;
+}
+
+// Picks the y axis step for sizes 0..max_size: 1, 2, 5, 10, 20, 50... with at most 5 steps.
+int SizeStep(int max_size) {
+  for (int base = 1;; base *= 10) {
+    for (const int m : {1, 2, 5}) {
+      if (max_size / (base * m) <= 5) return base * m;
+    }
+  }
+}
+
+// The world size panel, between y = top and top + kSizePanelHeight.
+void SizePanel(std::string* out, const JobTimeline& tl, const TimeAxis& axis, double top) {
+  int max_size = std::max(1, tl.np);
+  for (const SizeSegment& s : tl.sizes) max_size = std::max(max_size, s.size);
+  const int step = SizeStep(max_size);
+  const int y_max = (max_size + step - 1) / step * step;
+  const double bottom = top + kSizePanelHeight;
+  auto y_of = [&](int size) {
+    return bottom - static_cast<double>(size) / y_max * (kSizePanelHeight - kSizePanelPad);
+  };
+
+  Text(out, 12, top + kSizePanelHeight / 2, "world size", "font-size=\"12\" font-weight=\"bold\"");
+  for (int v = 0; v <= y_max; v += step) {
+    *out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\"/>\n", N(kLeft),
+                        N(y_of(v)), N(kLeft + kPlotWidth), N(y_of(v)), kGridColor);
+    Text(out, kLeft - 6, y_of(v) + 4, std::to_string(v),
+         "font-size=\"10\" text-anchor=\"end\" fill=\"#666\"");
+  }
+
+  // Bands where there is no world, labelled where there is room.
+  for (const SizeSegment& s : tl.sizes) {
+    if (s.state == SizeSegment::State::kRunning) continue;
+    const bool resetting = s.state == SizeSegment::State::kResetting;
+    const double x0 = axis.X(s.start), x1 = axis.X(s.end);
+    *out += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" fill-opacity=\"{}\">"
+        "<title>{} from {} to {}</title></rect>\n",
+        N(x0), N(top), N(std::max(1.0, x1 - x0)), N(kSizePanelHeight),
+        resetting ? kResetColor : "#999", resetting ? "0.18" : "0.12",
+        resetting ? "resetting" : "starting: no world yet", At(s.start), At(s.end));
+    if (x1 - x0 >= 60) {
+      Text(out, (x0 + x1) / 2, top + 12, resetting ? "resetting" : "starting",
+           resetting ? "font-size=\"10\" text-anchor=\"middle\" fill=\"#6a3d9a\""
+                     : "font-size=\"10\" text-anchor=\"middle\" fill=\"#666\"");
+    }
+  }
+
+  // The step line: solid through each stretch of worlds, dashed down to 0 where there is none.
+  const std::vector<SizeSegment>& segs = tl.sizes;
+  for (size_t i = 0; i < segs.size();) {
+    if (segs[i].state != SizeSegment::State::kRunning) {
+      const int before =
+          i > 0 && segs[i - 1].state == SizeSegment::State::kRunning ? segs[i - 1].size : 0;
+      const int after = i + 1 < segs.size() && segs[i + 1].state == SizeSegment::State::kRunning
+                            ? segs[i + 1].size
+                            : 0;
+      const double x0 = axis.X(segs[i].start), x1 = axis.X(segs[i].end);
+      *out += fmt::format(
+          "<polyline class=\"no-world\" points=\"{},{} {},{} {},{} {},{}\" fill=\"none\" "
+          "stroke=\"{}\" "
+          "stroke-width=\"1.5\" stroke-dasharray=\"3 3\"/>\n",
+          N(x0), N(y_of(before)), N(x0), N(y_of(0)), N(x1), N(y_of(0)), N(x1), N(y_of(after)),
+          kLineColor);
+      ++i;
+      continue;
+    }
+    std::string points;
+    size_t j = i;
+    for (; j < segs.size() && segs[j].state == SizeSegment::State::kRunning; ++j) {
+      points += fmt::format("{},{} {},{} ", N(axis.X(segs[j].start)), N(y_of(segs[j].size)),
+                            N(axis.X(segs[j].end)), N(y_of(segs[j].size)));
+    }
+    *out += fmt::format("<polygon points=\"{}{},{} {},{}\" fill=\"{}\" fill-opacity=\"0.12\"/>\n",
+                        points, N(axis.X(segs[j - 1].end)), N(y_of(0)), N(axis.X(segs[i].start)),
+                        N(y_of(0)), kLineColor);
+    *out += fmt::format(
+        "<polyline class=\"size\" points=\"{}\" fill=\"none\" stroke=\"{}\" "
+        "stroke-width=\"2\"/>\n",
+        points, kLineColor);
+    for (size_t k = i; k < j; ++k) {
+      const SizeSegment& s = segs[k];
+      const double x0 = axis.X(s.start), x1 = axis.X(s.end);
+      const std::string tip =
+          (s.round > 0 ? fmt::format("round {}: ", s.round) : std::string()) +
+          fmt::format("world size {} from {} to {}", s.size, At(s.start), At(s.end));
+      if (s.round > 0) {
+        *out += fmt::format(
+            "<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"{}\"><title>{}</title>"
+            "</circle>\n",
+            N(x0), N(y_of(s.size)), kLineColor, Escape(tip));
+      }
+      if (x1 - x0 >= 24) {
+        *out += fmt::format(
+            "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\" "
+            "fill=\"{}\">{}<title>{}</title></text>\n",
+            N((x0 + x1) / 2), N(y_of(s.size) - 4), kLineColor, s.size, Escape(tip));
+      }
+    }
+    i = j;
+  }
+}
+
+// The host lanes, from y = top; returns the y below the last one.
+double HostLanes(std::string* out, const JobTimeline& tl, const TimeAxis& axis, double top) {
+  const size_t n = tl.hosts.size();
+  const double lane = n <= 10 ? 26 : n <= 24 ? 20 : n <= 60 ? 14 : 10;
+  const double font = std::min(12.0, lane - 3);
+  for (size_t h = 0; h < n; ++h) {
+    const std::string& host = tl.hosts[h];
+    const double y = top + static_cast<double>(h) * lane;
+    const double mid = y + lane / 2;
+    *out += "<g class=\"lane\">\n";
+    if (h % 2 == 1) {
+      *out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f5f5f5\"/>\n",
+                          N(kLeft), N(y), N(kPlotWidth), N(lane));
+    }
+    *out += fmt::format(
+        "<text x=\"{}\" y=\"{}\" font-size=\"{}\" text-anchor=\"end\">{}"
+        "<title>{}</title></text>\n",
+        N(kLeft - 8), N(mid + font * 0.35), N(font), Escape(Clip(host, 24)), Escape(host));
+    if (tl.elastic) {
+      if (auto it = tl.presence.find(host); it != tl.presence.end()) {
+        for (const HostPresence& p : it->second) {
+          *out += fmt::format(
+              "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#dde6f0\"><title>{} "
+              "listed from {} to {}</title></rect>\n",
+              N(axis.X(p.start)), N(y + 1), N(std::max(0.5, axis.X(p.end) - axis.X(p.start))),
+              N(lane - 2), Escape(host), At(p.start), At(p.end));
+        }
+      }
+    }
+    for (const HostBlacklisting& b : tl.blacklists) {
+      if (b.host != host) continue;
+      *out += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"url(#blacklisted)\">"
+          "<title>{} blacklisted from {} to {}</title></rect>\n",
+          N(axis.X(b.t)), N(y + 1), N(std::max(0.5, axis.X(b.end) - axis.X(b.t))), N(lane - 2),
+          Escape(host), At(b.t), At(b.end));
+    }
+
+    // One row per local rank (at most 8; more share rows), a bar per process.
+    int rows = 1;
+    for (const RankRun& r : tl.runs) {
+      if (r.host == host) rows = std::max(rows, std::min(8, r.local_rank + 1));
+    }
+    const double row_h = (lane - 4) / rows;
+    const double bar_h = std::max(1.5, row_h - (rows > 1 ? 1 : 0));
+    for (const RankRun& r : tl.runs) {
+      if (r.host != host) continue;
+      const double x0 = axis.X(r.start);
+      const double w = std::max(1.0, axis.X(r.end) - x0);
+      const double by = y + 2 + (std::max(0, r.local_rank) % rows) * row_h;
+      const std::string tip =
+          fmt::format("rank {} on {} (local rank {}{}): {} to {}, {}", r.rank, host, r.local_rank,
+                      r.round > 0 ? fmt::format(", round {}", r.round) : std::string(), At(r.start),
+                      At(r.end), DescribeRunEnd(r));
+      *out += fmt::format(
+          "<rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+          "rx=\"{}\" fill=\"{}\"><title>{}</title></rect>\n",
+          N(x0), N(by), N(w), N(bar_h), bar_h >= 8 ? "2" : "0", EndColor(r), Escape(tip));
+      // "rank 3" where it fits, else "3", else nothing (the tooltip still says it).
+      std::string label = "rank " + std::to_string(r.rank);
+      const double label_font = std::min(10.0, bar_h - 1);
+      if (w < 6 * static_cast<double>(label.size()) + 6) label = std::to_string(r.rank);
+      if (label_font >= 7 && w >= 6 * static_cast<double>(label.size()) + 6) {
+        *out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"{}\" fill=\"#fff\">{}</text>\n",
+                            N(x0 + 3), N(by + bar_h / 2 + label_font * 0.35), N(label_font), label);
+      }
+    }
+    for (const RankFailure& f : tl.failures) {
+      if (f.host != host) continue;
+      Cross(out, axis.X(f.t), mid, std::min(5.0, lane / 2 - 2),
+            fmt::format("rank {} on {} failed at {}: {}", f.rank, host, At(f.t),
+                        f.signal ? ExitStatus::Signaled(*f.signal).Describe()
+                        : f.code ? ExitStatus::Exited(*f.code).Describe()
+                                 : std::string("exited")));
+    }
+    for (const HostBlacklisting& b : tl.blacklists) {
+      if (b.host != host) continue;
+      // A host is usually blacklisted right after its rank failed: step aside from the cross.
+      const double r = std::min(5.0, lane / 2 - 2);
+      double x = axis.X(b.t);
+      for (const RankFailure& f : tl.failures) {
+        if (f.host != host || std::abs(axis.X(f.t) - x) >= 2 * r + 2) continue;
+        x = axis.X(f.t) + 2 * r + 3;
+        if (x + r > kLeft + kPlotWidth) x = axis.X(f.t) - 2 * r - 3;  // at the right edge
+      }
+      NoEntry(out, x, mid, r,
+              fmt::format("{} blacklisted at {}{}", host, At(b.t),
+                          b.reason.empty() ? "" : ": " + b.reason));
+    }
+    *out += "</g>\n";
+  }
+  if (n == 0) {
+    Text(out, kLeft + 6, top + 16, "no rank was started", "font-size=\"11\" fill=\"#666\"");
+    return top + 24;
+  }
+  return top + static_cast<double>(n) * lane;
+}
+
+// Title, a line on how the job was started, the cause of a failure. Returns the y below them;
+// *title gets the title's text (also the document's <title>).
+double Header(std::string* out, const JobTimeline& tl, std::string* title) {
+  const std::string name = tl.job.empty() ? "etrun job" : tl.job;
+  std::string status = fmt::format("exit {}", tl.exit_code);
+  if (!tl.has_job_end) status = "no job_end: still running or killed";
+  if (tl.has_job_end && tl.exit_code == 0) status = "exit 0 (success)";
+  *title = fmt::format("{} \u2014 {} \u2014 {}{}", Clip(name, 60), status, FormatDuration(tl.end),
+                       tl.has_job_end ? "" : " so far");
+  Text(out, 12, 26, *title, "font-size=\"17\" font-weight=\"bold\"");
+
+  std::string info;
+  if (!tl.start_ts.empty()) info += "started " + tl.start_ts + "  \u00b7  ";
+  info += fmt::format("{}, np {}", tl.elastic ? "elastic" : "static", tl.np);
+  if (tl.min_np) info += fmt::format(", min {}", *tl.min_np);
+  if (tl.max_np) info += fmt::format(", max {}", *tl.max_np);
+  std::string command;
+  for (const std::string& word : tl.command) command += (command.empty() ? "" : " ") + word;
+  if (!command.empty()) info += "  \u00b7  " + command;
+  Text(out, 12, 46, Clip(info, 150), "font-size=\"12\" fill=\"#666\"");
+  if (!tl.has_job_end || tl.cause.empty()) return 46;
+  Text(out, 12, 64, Clip("cause: " + tl.cause, 150), "font-size=\"12\" fill=\"#d62728\"");
+  return 64;
+}
+
+// Vertical grid lines at each tick from y = top to bottom, and the labelled time axis below.
+void TimeGrid(std::string* out, const TimeAxis& axis, double top, double bottom) {
+  const int ticks = static_cast<int>(std::floor(axis.span() / axis.step() + 1e-6));
+  for (int i = 0; i <= ticks; ++i) {
+    const double t = i * axis.step();
+    const double x = axis.X(t);
+    *out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\"/>\n", N(x),
+                        N(top), N(x), N(bottom + 4), kGridColor);
+    Text(out, x, bottom + 18, axis.Label(t),
+         "font-size=\"10\" text-anchor=\"middle\" fill=\"#666\"");
+  }
+  *out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/>\n", N(kLeft),
+                      N(bottom + 4), N(kLeft + kPlotWidth), N(bottom + 4));
+  Text(out, kLeft + kPlotWidth / 2, bottom + 36, axis.Title(),
+       "font-size=\"11\" text-anchor=\"middle\" fill=\"#666\"");
+}
+
+// A dashed line through both panels and a marker on top at each reset.
+void ResetMarkers(std::string* out, const JobTimeline& tl, const TimeAxis& axis, double top,
+                  double bottom) {
+  for (const JobReset& r : tl.resets) {
+    const double x = axis.X(r.t);
+    const std::string tip =
+        fmt::format("reset {} at {}{}", r.count, At(r.t), r.reason.empty() ? "" : ": " + r.reason);
+    *out += fmt::format(
+        "<g class=\"reset\" stroke=\"{0}\"><title>{1}</title>"
+        "<line x1=\"{2}\" y1=\"{3}\" x2=\"{2}\" y2=\"{4}\" stroke-width=\"1.2\" "
+        "stroke-dasharray=\"4 3\"/><path d=\"M{2} {3} l-4 -7 h8 z\" fill=\"{0}\"/></g>\n",
+        kResetColor, Escape(tip), N(x), N(top), N(bottom));
+  }
+}
+
+}  // namespace
+
+std::string RenderSvg(const JobTimeline& tl) {
+  const TimeAxis axis(tl.end);
+  std::string title;
+  std::string body;
+  double y = Header(&body, tl, &title);
+  bool any_running = false;
+  for (const RankRun& r : tl.runs) any_running = any_running || !r.exited;
+  y = Legend(&body, y + 26, any_running, tl.elastic);
+
+  const double size_top = y + 12;
+  const double lanes_top = size_top + kSizePanelHeight + 22;
+  SizePanel(&body, tl, axis, size_top);
+  Text(&body, 12, lanes_top - 8, "hosts", "font-size=\"12\" font-weight=\"bold\"");
+  const double lanes_bottom = HostLanes(&body, tl, axis, lanes_top);
+  std::string grid;  // drawn first, under everything else
+  TimeGrid(&grid, axis, size_top, lanes_bottom);
+  ResetMarkers(&body, tl, axis, size_top, lanes_bottom);  // drawn last, over everything else
+
+  const double height = std::ceil(lanes_bottom + 48);
+  return fmt::format(
+             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
+             "viewBox=\"0 0 {0} {1}\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" "
+             "fill=\"{2}\">\n"
+             "<title>{3}</title>\n"
+             "<defs><pattern id=\"blacklisted\" width=\"6\" height=\"6\" "
+             "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
+             "<rect width=\"6\" height=\"6\" fill=\"#f6d5d5\"/>"
+             "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"{4}\" stroke-width=\"2\"/>"
+             "</pattern></defs>\n"
+             "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n",
+             kWidth, height, kTextColor, Escape(title), kFailColor) +
+         grid + body + "</svg>\n";
+}
+
+}  // namespace etrun::launcher
