@@ -48,6 +48,7 @@ std::vector<std::vector<std::string>> ExclusiveGroups() {
   return {
       {"--hosts", "--hostfile", "--host-discovery-script"},
       {"--gloo", "--mpi", "--jsrun"},
+      {"--gpus-per-rank", "--ranks-per-gpu"},
       {"--prefix-output-with-timestamp", "--log-without-timestamp", "--log-with-timestamp",
        "--log-hide-timestamp", "--no-log-hide-timestamp"},
       {"--hierarchical-allreduce", "--no-hierarchical-allreduce"},
@@ -494,6 +495,13 @@ void FlagTable::AddLibraryAndLogging(JobConfig* c) {
       "milliseconds).")
       ->type_name("STYLE")
       ->check(OneOf("--timestamp-format", {"asctime", "iso"}));
+  Optional<int>("--gpus-per-rank", &c->gpus_per_rank,
+                "Gives each rank N GPUs of its host: local rank i gets CUDA_VISIBLE_DEVICES "
+                "i*N..i*N+N-1.")
+      ->type_name("N");
+  Optional<int>("--ranks-per-gpu", &c->ranks_per_gpu,
+                "Lets K ranks share one GPU: local rank i gets CUDA_VISIBLE_DEVICES i/K.")
+      ->type_name("K");
 }
 
 std::vector<OptionSpec> FlagTable::Specs() const {
@@ -595,7 +603,9 @@ bool CheckLaunchValues(const FlagTable& t, const JobConfig& c, std::string* err)
       !CheckAtLeast(t, "--grace-period", std::optional<double>(c.grace_period_s), 0.0, err) ||
       !CheckAtLeast(t, "--discovery-interval", c.discovery_interval_s, 0.1, err) ||
       !CheckAtLeast(t, "--ssh-connect-timeout", std::optional<int>(c.ssh_connect_timeout_s), 1, err) ||
-      !CheckAtLeast(t, "--discovery-timeout", c.discovery_timeout_s, 0.1, err)) {
+      !CheckAtLeast(t, "--discovery-timeout", c.discovery_timeout_s, 0.1, err) ||
+      !CheckAtLeast(t, "--gpus-per-rank", c.gpus_per_rank, 1, err) ||
+      !CheckAtLeast(t, "--ranks-per-gpu", c.ranks_per_gpu, 1, err)) {
     return false;
   }
   if (c.min_np && *c.min_np > *c.num_proc) {

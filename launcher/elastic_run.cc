@@ -14,6 +14,7 @@
 #include "discovery/script_runner.h"
 #include "launcher/driver.h"
 #include "launcher/elastic_driver.h"
+#include "launcher/gpu_slots.h"
 #include "launcher/guardian.h"
 #include "launcher/output_sink.h"
 #include "launcher/rank_set.h"
@@ -70,6 +71,10 @@ class RankSetWorkers : public WorkerControl {
       // Over SSH; a host that cannot be reached fails like a crashed rank (blacklisted).
       spec = RemoteLaunchSpec(config_, environment_, slot, group_rank, run);
     } else {
+      std::string devices;
+      if (run.gpus.enabled() && !GpuDevices(run.gpus, slot.local_rank, &devices, &err)) {
+        return Fail(key, err + ": lower --max-np or the host's slots");
+      }
       spec.env = BuildWorkerEnv(environment_, config_.tunables, slot, group_rank, run);
     }
     if (config_.restart_mode && !remote) {
@@ -207,6 +212,10 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
   run.rendezvous_addr = driver_ip;
   run.master_addr = driver_ip;
   run.master_port = discovery::FindFreePort(driver_ip, &err);
+  if (!LocalGpuSlots(config, environment, &run.gpus, &err)) {
+    spdlog::error("{}", err);
+    return kExitUsage;
+  }
 
   Guardian guardian;
   if (!guardian.Start(&err)) spdlog::warn("{}; ranks may outlive etrun if it is killed", err);

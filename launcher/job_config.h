@@ -83,6 +83,8 @@ struct JobConfig {
 
   // etrun's own flags.
   double grace_period_s = 5.0;                 // --grace-period: SIGTERM -> SIGKILL delay
+  std::optional<int> gpus_per_rank;            // --gpus-per-rank N: CUDA_VISIBLE_DEVICES per rank
+  std::optional<int> ranks_per_gpu;            // --ranks-per-gpu K: K ranks share one GPU
 
   // The worker command, argv-style; never re-parsed by a shell.
   std::vector<std::string> command;

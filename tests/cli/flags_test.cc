@@ -436,6 +436,23 @@ TEST_CASE("flags of later releases are parsed, validated, then refused") {
         "etrun: error: --min-np/--min-num-proc: expected at most -np (2), got 3\n");
 }
 
+TEST_CASE("GPU slot flags take a positive count, one of them at a time") {
+  CHECK(ParseOk({"--gpus-per-rank", "2"}).gpus_per_rank == 2);
+  CHECK(ParseOk({"--ranks-per-gpu=4"}).ranks_per_gpu == 4);
+  JobConfig none = ParseOk({});
+  CHECK_FALSE(none.gpus_per_rank);
+  CHECK_FALSE(none.ranks_per_gpu);
+  CHECK(UsageError({"-np", "1", "--gpus-per-rank", "0", "x"}) ==
+        "etrun: error: --gpus-per-rank: expected at least 1, got 0\n");
+  CHECK(UsageError({"-np", "1", "--ranks-per-gpu", "-2", "x"}) ==
+        "etrun: error: --ranks-per-gpu: expected at least 1, got -2\n");
+  CHECK(UsageError({"-np", "1", "--gpus-per-rank", "two", "x"}) ==
+        "etrun: error: --gpus-per-rank: expected a whole number, got 'two'\n");
+  CHECK(UsageError({"-np", "1", "--gpus-per-rank", "1", "--ranks-per-gpu", "2", "x"}) ==
+        "etrun: error: --gpus-per-rank and --ranks-per-gpu cannot be used together: give only "
+        "one of them\n");
+}
+
 TEST_CASE("elastic flags are accepted and validated") {
   JobConfig c = ParseOk({"--min-np", "1", "--host-discovery-script", "./d.sh", "--discovery-interval",
                          "0.1", "--discovery-timeout", "5"});
@@ -715,7 +732,7 @@ std::string FirstLongName(const Strings& names) {
 }
 
 TEST_CASE("every long prefix that is unique in horovodrun still resolves to the same option") {
-  // Given etrun's extra --grace-period, --timestamp-format and --discovery-*, no abbreviation that worked with
+  // Given etrun's extra --grace-period, --timestamp-format, --discovery-* and --ranks-per-gpu, no abbreviation that worked with
   // horovodrun may become ambiguous or change meaning. Full names are prefixes too, so this also
   // checks that every horovodrun option exists.
   const std::vector<Strings> horovod = HorovodrunOptions();
@@ -740,7 +757,8 @@ TEST_CASE("every long prefix that is unique in horovodrun still resolves to the 
         // Deliberate losses (README): etrun's --discovery-* make --d, --di and --dis (once
         // --disable-cache, a no-op in etrun) ambiguous, and --elastic-mode makes --e ... --elastic-
         // (once --elastic-timeout) ambiguous; --disa and --elastic-t still work.
-        if (prefix == "--d" || prefix == "--di" || prefix == "--dis" ||
+        // etrun's --ranks-per-gpu makes --r (once --reset-limit) ambiguous; --re still works.
+        if (prefix == "--d" || prefix == "--di" || prefix == "--dis" || prefix == "--r" ||
             std::string("--elastic-").rfind(prefix, 0) == 0) {
           continue;
         }
@@ -781,6 +799,8 @@ TEST_CASE("the abbreviations users rely on resolve as in horovodrun") {
       {"--disa", "--disable-cache"},
       // etrun's own flags, and the improvement for aliases of one option.
       {"--gr", "--grace-period=1"},
+      {"--gp", "--gpus-per-rank=1"},
+      {"--ra", "--ranks-per-gpu=1"},
       {"--timestamp", "--timestamp-format=1"},
       {"--min", "--min-np=1"},
   };
