@@ -24,6 +24,7 @@
 #include "launcher/exit_status.h"
 #include "launcher/gpu_slots.h"
 #include "launcher/guardian.h"
+#include "launcher/mpi_run.h"
 #include "launcher/output_sink.h"
 #include "launcher/rank_set.h"
 #include "launcher/ssh_rank.h"
@@ -233,6 +234,7 @@ Driver::Driver(const JobConfig& config, Spawner* spawner, std::vector<std::strin
     : config_(config), spawner_(spawner), environ_(std::move(environment)) {}
 
 int Driver::Run() {
+  if (config_.controller == Controller::kMpi) return RunMpi(config_, environ_);
   if (config_.elastic()) return RunElastic(config_, spawner_, environ_);
   if (config_.max_np) spdlog::warn("--max-np has no effect in a static job (it caps elastic jobs)");
   StaticPlan plan;
