@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,6 +49,16 @@ std::vector<std::string> MpirunEnv(const std::vector<std::string>& environment,
     }
   }
   return env;
+}
+
+// Whether process_vm_readv works here. Open MPI's shared-memory transport (vader) copies large
+// messages with it; container seccomp profiles often forbid it, and then every large message
+// fails ("Read -1, expected ..."). Reading our own memory needs no ptrace permission, so a
+// failure means the call itself is blocked.
+bool CrossMemoryAttachWorks() {
+  char source = 'x', target = 0;
+  iovec local{&target, 1}, remote{&source, 1};
+  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 1 && target == 'x';
 }
 
 // Runs in the forked child: only async-signal-safe calls until execve.
@@ -143,6 +154,15 @@ bool RunMpirun(const std::string& path, const std::vector<std::string>& argv,
 
 }  // namespace
 
+bool AddOpenMpiEnv(const std::string& kv, std::vector<std::string>* env) {
+  std::string prefix = kv.substr(0, kv.find('=') + 1);
+  for (const std::string& e : *env) {
+    if (e.starts_with(prefix)) return false;
+  }
+  env->push_back(kv);
+  return true;
+}
+
 std::string MpiFlavor(const std::string& output) {
   if (output.find("Open MPI") != std::string::npos || output.find("OpenRTE") != std::string::npos) {
     return "Open MPI";
@@ -207,6 +227,9 @@ int RunMpi(const JobConfig& config, const std::vector<std::string>& environment)
     job.nics = config.network_interfaces;
   }
   job.env = MpirunEnv(environment, config.tunables);
+  if (!CrossMemoryAttachWorks() && AddOpenMpiEnv(kNoSingleCopy, &job.env)) {
+    spdlog::debug("process_vm_readv is blocked here: {}", kNoSingleCopy);
+  }
 
   MpiInstall mpi;
   if (!FindMpirun(job.env, &mpi, &err)) {

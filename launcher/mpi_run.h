@@ -19,6 +19,14 @@ namespace etrun::launcher {
 // when unknown.
 std::string MpiFlavor(const std::string& version_output);
 
+// Turns off the single-copy (process_vm_readv) path of Open MPI's shared-memory transport. etrun
+// sets it when that call is blocked here (as in many containers), so large messages between
+// ranks on one host work without extra flags.
+inline constexpr char kNoSingleCopy[] = "OMPI_MCA_btl_vader_single_copy_mechanism=none";
+
+// Appends `kv` ("K=V") to *env unless the user set K already. Returns whether it was added.
+bool AddOpenMpiEnv(const std::string& kv, std::vector<std::string>* env);
+
 struct MpiInstall {
   std::string path;     // mpirun's path on PATH; empty: none
   std::string flavor;   // MpiFlavor of its --version; empty: unknown or not run

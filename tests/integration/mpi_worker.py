@@ -1,6 +1,7 @@
 """A rank for etrun's --mpi tests, run by Open MPI's mpirun (mpi4py from Debian).
 
     mpi_worker.py allreduce        allreduce(rank + 1) over COMM_WORLD, print the sum
+    mpi_worker.py send             rank 0 sends 4 MiB to rank 1, which checks them
     mpi_worker.py env NAME...      print NAME=value for each NAME (after MPI_Init)
     mpi_worker.py exit RANK CODE   rank RANK exits with CODE without MPI_Finalize, the others wait
     mpi_worker.py sleep            print "ready", then sleep (for signal tests)
@@ -29,6 +30,15 @@ def main():
     if mode == "allreduce":
         total = COMM.allreduce(RANK + 1, op=MPI.SUM)
         out("rank %d of %d: sum %d\n" % (RANK, COMM.Get_size(), total))
+    elif mode == "send":
+        # Large enough for Open MPI's shared-memory single-copy path (process_vm_readv).
+        data = bytes(range(256)) * (16 * 1024)
+        if RANK == 0:
+            COMM.Send([data, MPI.BYTE], dest=1)
+        elif RANK == 1:
+            buf = bytearray(len(data))
+            COMM.Recv([buf, MPI.BYTE], source=0)
+            out("received %d bytes %s\n" % (len(buf), "intact" if buf == data else "CORRUPT"))
     elif mode == "env":
         out("".join("%s=%s\n" % (name, os.environ.get(name)) for name in sys.argv[2:]) +
             "argv=%r\n" % (sys.argv[2:],))

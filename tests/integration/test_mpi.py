@@ -44,6 +44,22 @@ def test_mpi4py_allreduce_over_three_ranks():
     assert lines == {rank: [f"rank {rank} of 3: sum 6"] for rank in range(3)}
 
 
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_large_messages_work_where_process_vm_readv_is_blocked():
+    # As in containers whose seccomp profile forbids process_vm_readv: strace makes it fail with
+    # EPERM in etrun, mpirun and the ranks. etrun notices and turns Open MPI's single-copy path
+    # off; without that, Open MPI prints "Read -1, expected 4194304, errno = 1".
+    r = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=process_vm_readv",
+                        "-e", "inject=process_vm_readv:error=EPERM",
+                        ETRUN, "--mpi", "--verbose", "-np", "2", PYTHON, MPI_WORKER, "send"],
+                       capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    err = r.stderr.decode()
+    assert "Read -1" not in err, err
+    assert " -x OMPI_MCA_btl_vader_single_copy_mechanism " in err
+    assert mpi_lines(r.stdout.decode()) == {1: ["received 4194304 bytes intact"]}
+
+
 def test_failing_rank_exit_code_is_etruns():
     # mpirun aborts the other ranks and exits with the first failing rank's code.
     r = run_etrun(["--mpi", "-np", "3", PYTHON, MPI_WORKER, "exit", "1", "3"], timeout=60)

@@ -12,6 +12,7 @@
 #include "launcher/mpi_run.h"
 
 using etrun::JobConfig;
+using etrun::launcher::AddOpenMpiEnv;
 using etrun::launcher::BuildMpirunArgv;
 using etrun::launcher::MpiFlavor;
 using etrun::launcher::MpiJob;
@@ -208,4 +209,17 @@ TEST_CASE("mpirun --version output names the MPI flavour as horovodrun tests it"
     CAPTURE(output);
     CHECK(MpiFlavor(output) == flavor);
   }
+}
+
+TEST_CASE("etrun's Open MPI settings never override the user's own") {
+  // Given no setting, it is added (and so forwarded with -x); given the user's, it is kept.
+  Strings env = {"PATH=/bin"};
+  CHECK(AddOpenMpiEnv(etrun::launcher::kNoSingleCopy, &env));
+  CHECK(env == Strings{"PATH=/bin", "OMPI_MCA_btl_vader_single_copy_mechanism=none"});
+  env = {"OMPI_MCA_btl_vader_single_copy_mechanism=cma"};
+  CHECK_FALSE(AddOpenMpiEnv(etrun::launcher::kNoSingleCopy, &env));
+  CHECK(env == Strings{"OMPI_MCA_btl_vader_single_copy_mechanism=cma"});
+  env = {"OMPI_MCA_btl_vader_single_copy_mechanism_x=1"};
+  CHECK(AddOpenMpiEnv(etrun::launcher::kNoSingleCopy, &env));
+  CHECK(env.size() == 2);
 }
