@@ -90,7 +90,9 @@ bool BuildMpirunArgv(const JobConfig& config, const MpiJob& job, std::vector<std
     for (const std::string& nic : job.nics) nics += (nics.empty() ? "" : ",") + nic;
     a.insert(a.end(), {"-mca", "btl_tcp_if_include", nics, "-x", "NCCL_SOCKET_IFNAME=" + nics});
   }
-  if (!config.output_filename.empty()) a.insert(a.end(), {"--output-filename", config.output_filename});
+  if (!config.output_filename.empty()) {
+    a.insert(a.end(), {"--output-filename", config.output_filename});
+  }
   std::vector<std::string> names;
   for (const std::string& kv : job.env) {
     size_t eq = kv.find('=');

@@ -40,7 +40,7 @@ std::vector<std::string> MpirunEnv(const std::vector<std::string>& environment,
   for (const auto& [name, value] : TunableEnv(tunables)) {
     std::string kv = name + "=" + value;
     auto it = std::find_if(env.begin(), env.end(), [&name](const std::string& e) {
-      return e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=';
+      return e.size() > name.size() && e.starts_with(name) && e[name.size()] == '=';
     });
     if (it != env.end()) {
       *it = std::move(kv);
@@ -213,9 +213,10 @@ int RunMpi(const JobConfig& config, const std::vector<std::string>& environment)
   // ones named); with remote hosts, only named ones (horovodrun would probe every host with
   // Horovod's task service; without names etrun lets Open MPI choose).
   std::vector<discovery::Interface> interfaces = discovery::LocalInterfaces();
-  bool all_local = std::all_of(hosts.begin(), hosts.end(), [&interfaces](const discovery::HostSlots& h) {
-    return discovery::IsLocalHost(h.name, interfaces);
-  });
+  bool all_local = std::all_of(hosts.begin(), hosts.end(),
+                               [&interfaces](const discovery::HostSlots& h) {
+                                 return discovery::IsLocalHost(h.name, interfaces);
+                               });
   if (all_local) {
     std::string unused_ip;
     if (!discovery::ChooseLocalNics(config.network_interfaces, interfaces, &job.nics, &unused_ip,

@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "launcher/exit_status.h"
 #include "launcher/spawner.h"
 

@@ -788,8 +788,8 @@ std::string FirstLongName(const Strings& names) {
 }
 
 TEST_CASE("every long prefix that is unique in horovodrun still resolves to the same option") {
-  // Given etrun's extra --grace-period, --timestamp-format, --discovery-* and --ranks-per-gpu, no abbreviation that worked with
-  // horovodrun may become ambiguous or change meaning. Full names are prefixes too, so this also
+  // Given etrun's extra --grace-period, --timestamp-format, --discovery-* and --ranks-per-gpu, no
+  // abbreviation that worked with horovodrun may become ambiguous or change meaning. Full names are prefixes too, so this also
   // checks that every horovodrun option exists.
   const std::vector<Strings> horovod = HorovodrunOptions();
   const std::vector<OptionSpec> specs = OptionSpecs();

@@ -201,8 +201,8 @@ TEST_CASE("a slot's environment carries its CUDA_VISIBLE_DEVICES only with GPU s
   etrun::launcher::RunVars run;
   auto cuda = [&run, &slot]() -> std::string {
     std::string value = "(unset)";
-    for (const std::string& kv :
-         etrun::launcher::BuildWorkerEnv({"CUDA_VISIBLE_DEVICES=7"}, etrun::Tunables{}, slot, 0, run)) {
+    for (const std::string& kv : etrun::launcher::BuildWorkerEnv({"CUDA_VISIBLE_DEVICES=7"},
+                                                                  etrun::Tunables{}, slot, 0, run)) {
       if (kv.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) value = kv.substr(21);
     }
     return value;
