@@ -1,6 +1,5 @@
 #include "cli/flags.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +16,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "launcher/mpi_command.h"
+#include "launcher/mpi_run.h"
 #include "rendezvous/access_list.h"
 
 #ifndef ETRUN_VERSION
@@ -36,11 +37,8 @@ struct NotSupportedYet {
   const char* fix;
 };
 constexpr NotSupportedYet kNotSupportedYet[] = {
-    {"--mpi", "MPI mode comes in a later etrun release", "leave it out to launch with Gloo"},
-    {"--jsrun", "jsrun mode comes in a later etrun release", "leave it out to launch with Gloo"},
-    {"--mpi-args", "MPI mode comes in a later etrun release", "leave it out to launch with Gloo"},
-    {"--binding-args", "MPI mode comes in a later etrun release",
-     "leave it out to launch with Gloo"},
+    {"--jsrun", "jsrun mode comes in a later etrun release",
+     "leave it out to launch with Gloo, or use --mpi"},
     {"--config-file", "YAML config files come in a later etrun release",
      "give the settings as flags instead"},
 };
@@ -50,6 +48,7 @@ std::vector<std::vector<std::string>> ExclusiveGroups() {
   return {
       {"--hosts", "--hostfile", "--host-discovery-script"},
       {"--gloo", "--mpi", "--jsrun"},
+      {"--gpus-per-rank", "--ranks-per-gpu"},
       {"--prefix-output-with-timestamp", "--log-without-timestamp", "--log-with-timestamp",
        "--log-hide-timestamp", "--no-log-hide-timestamp"},
       {"--hierarchical-allreduce", "--no-hierarchical-allreduce"},
@@ -334,7 +333,7 @@ void FlagTable::AddGeneral(JobConfig* c) {
   group_ = "Controller arguments";
   Switch("--gloo", "Runs Horovod with the Gloo controller (the default).",
          [c] { c->controller = Controller::kGloo; });
-  Switch("--mpi", "Runs Horovod with the MPI controller, via mpirun (not supported yet).",
+  Switch("--mpi", "Runs Horovod with the MPI controller, via Open MPI's mpirun.",
          [c] { c->controller = Controller::kMpi; });
   Switch("--jsrun", "Launches with jsrun and the MPI controller (not supported yet).",
          [c] { c->controller = Controller::kJsrun; });
@@ -464,10 +463,12 @@ void FlagTable::AddLibraryAndLogging(JobConfig* c) {
   group_ = "Library arguments";
   SwitchPair("--mpi-threads-disable", "--no-mpi-threads-disable", &t->mpi_threads_disable,
              "Disables MPI threading support (MPI mode only).", true);
-  Text("--mpi-args", &c->mpi_args, "Extra mpirun arguments (not supported yet).")
+  Text("--mpi-args", &c->mpi_args,
+       "Extra mpirun arguments, split as a shell would: --mpi-args=\"--map-by ppr:4:node\".")
       ->type_name("ARGS");
   Switch("--tcp", "Uses TCP only for communication (NCCL_IB_DISABLE=1).", [t] { t->tcp = true; });
-  Text("--binding-args", &c->binding_args, "mpirun process binding arguments (not supported yet).")
+  Text("--binding-args", &c->binding_args,
+       "mpirun process binding arguments, replacing -bind-to none -map-by slot.")
       ->type_name("ARGS");
   Optional<int64_t>("--num-nccl-streams", &t->num_nccl_streams, "Number of NCCL streams.")
       ->type_name("N");
@@ -514,6 +515,13 @@ void FlagTable::AddLibraryAndLogging(JobConfig* c) {
       "milliseconds).")
       ->type_name("STYLE")
       ->check(OneOf("--timestamp-format", {"asctime", "iso"}));
+  Optional<int>("--gpus-per-rank", &c->gpus_per_rank,
+                "Gives each rank N GPUs of its host: local rank i gets CUDA_VISIBLE_DEVICES "
+                "i*N..i*N+N-1.")
+      ->type_name("N");
+  Optional<int>("--ranks-per-gpu", &c->ranks_per_gpu,
+                "Lets K ranks share one GPU: local rank i gets CUDA_VISIBLE_DEVICES i/K.")
+      ->type_name("K");
 }
 
 std::vector<OptionSpec> FlagTable::Specs() const {
@@ -615,7 +623,9 @@ bool CheckLaunchValues(const FlagTable& t, const JobConfig& c, std::string* err)
       !CheckAtLeast(t, "--grace-period", std::optional<double>(c.grace_period_s), 0.0, err) ||
       !CheckAtLeast(t, "--discovery-interval", c.discovery_interval_s, 0.1, err) ||
       !CheckAtLeast(t, "--ssh-connect-timeout", std::optional<int>(c.ssh_connect_timeout_s), 1, err) ||
-      !CheckAtLeast(t, "--discovery-timeout", c.discovery_timeout_s, 0.1, err)) {
+      !CheckAtLeast(t, "--discovery-timeout", c.discovery_timeout_s, 0.1, err) ||
+      !CheckAtLeast(t, "--gpus-per-rank", c.gpus_per_rank, 1, err) ||
+      !CheckAtLeast(t, "--ranks-per-gpu", c.ranks_per_gpu, 1, err)) {
     return false;
   }
   if (c.min_np && *c.min_np > *c.num_proc) {
@@ -721,6 +731,36 @@ bool CollectAllowed(const FlagTable& t, std::vector<std::string>* networks, std:
   return true;
 }
 
+// --mpi's rules: static jobs only (horovodrun runs elastic jobs with Gloo), no GPU slots (mpirun
+// decides local ranks), and --mpi-args/--binding-args that split like shell words.
+bool CheckMpi(const FlagTable& t, const JobConfig& c, std::string* err) {
+  for (const char* name : {"--mpi-args", "--binding-args"}) {
+    const std::string& text = std::string(name) == "--mpi-args" ? c.mpi_args : c.binding_args;
+    std::vector<std::string> words;
+    if (!launcher::SplitShellWords(text, &words, err)) {
+      *err = std::string(name) + ": " + *err + " in '" + text + "': close the quote";
+      return false;
+    }
+  }
+  if (c.controller != Controller::kMpi) return true;
+  if (c.elastic()) {
+    *err = "--mpi and " +
+           t.Display(t.Given("--min-np") ? "--min-np" : "--host-discovery-script") +
+           " cannot be used together: elastic jobs always run with Gloo (horovodrun ignores --mpi "
+           "there): leave out --mpi";
+    return false;
+  }
+  for (const char* name : {"--gpus-per-rank", "--ranks-per-gpu"}) {
+    if (t.Given(name)) {
+      *err = std::string("--mpi and ") + name +
+             " cannot be used together: mpirun decides the local ranks; leave out " + name +
+             " and pin GPUs by OMPI_COMM_WORLD_LOCAL_RANK in the script";
+      return false;
+    }
+  }
+  return true;
+}
+
 bool CheckNotSupportedYet(const FlagTable& t, std::string* err) {
   for (const NotSupportedYet& row : kNotSupportedYet) {
     if (t.Given(row.option)) {
@@ -736,18 +776,21 @@ std::string VersionText() {
          kHorovodRelease + " (horovodrun's flags, rendezvous and worker environment)\n";
 }
 
-// The path of the first executable `program` on $PATH, or "".
-std::string FindOnPath(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::stringstream in(path == nullptr ? "" : path);
-  for (std::string dir; std::getline(in, dir, ':');) {
-    const std::string file = (dir.empty() ? "." : dir) + "/" + program;
-    struct stat st {};
-    if (stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(file.c_str(), X_OK) == 0) {
-      return file;
-    }
+// The MPI line of -cb: available when mpirun on $PATH is Open MPI's.
+std::string MpiBuildLine() {
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
+  launcher::MpiInstall mpi;
+  std::string err;
+  if (!launcher::FindMpirun(environment, &mpi, &err)) {
+    return "[ ] MPI (" + err + ")";
   }
-  return "";
+  if (mpi.flavor != "Open MPI") {
+    return "[ ] MPI (mpirun at " + mpi.path + " is " +
+           (mpi.flavor.empty() ? "not Open MPI" : mpi.flavor) +
+           "; etrun runs Open MPI's mpirun only)";
+  }
+  return "[X] MPI (" + mpi.version + " at " + mpi.path + ")";
 }
 
 std::string CheckBuildText() {
@@ -762,7 +805,6 @@ std::string CheckBuildText() {
 #else
   constexpr bool kNccl = false;
 #endif
-  const std::string mpirun = FindOnPath("mpirun");
   std::ostringstream out;
   out << "etrun v" << ETRUN_VERSION << " (Horovod " << kHorovodRelease << " launcher protocol):\n\n"
       << "    Available Launch Modes:\n"
@@ -771,8 +813,7 @@ std::string CheckBuildText() {
       << "        [X] Elastic (Horovod's protocol, local hosts)\n\n"
       << "    Available Controllers:\n"
       << "        [X] Gloo\n"
-      << "        [ ] MPI (not supported yet; "
-      << (mpirun.empty() ? "no mpirun on PATH" : "mpirun found at " + mpirun) << ")\n\n"
+      << "        " << MpiBuildLine() << "\n\n"
       << "    Found at Build Time:\n"
       << "        " << mark(kCuda) << " CUDA\n"
       << "        " << mark(kNccl) << " NCCL\n";
@@ -817,7 +858,7 @@ ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig*
     return UsageError(
         "no command to run: put it after the options, e.g. etrun -np 2 python3 train.py");
   }
-  if (!CheckNotSupportedYet(table, &err)) return UsageError(err);
+  if (!CheckNotSupportedYet(table, &err) || !CheckMpi(table, parsed, &err)) return UsageError(err);
   parsed.command = std::move(normalized.command);
 
   ParseOutcome outcome;
@@ -829,6 +870,13 @@ ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig*
     if (table.Given(name)) {
       outcome.err +=
           std::string("etrun: warning: ") + name + " is deprecated: use " + replacement + "\n";
+    }
+  }
+  for (const char* name : {"--mpi-args", "--binding-args"}) {
+    if (table.Given(name) && parsed.controller != Controller::kMpi) {
+      outcome.err += std::string("etrun: warning: ") + name +
+                     " has no effect without --mpi (etrun launches with Gloo unless --mpi is "
+                     "given)\n";
     }
   }
   *config = std::move(parsed);

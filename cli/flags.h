@@ -8,8 +8,11 @@
 //     --min-np > -np, -np > --max-np, --slots-per-host < 1, a cooldown range outside 1..3600 or
 //     reversed, --elastic-timeout/--start-timeout 0, negative tunables, an SSH port outside
 //     1..65535, non-finite floats, a missing command.
-//   * Flags of features that land in later etrun releases (elastic mode, MPI/jsrun, --config-file)
-//     are parsed and validated, then refused with "<flag> is not supported yet (...)".
+//   * Flags of features that land in later etrun releases (--jsrun, --config-file) are parsed and
+//     validated, then refused with "<flag> is not supported yet (...)".
+//   * --mpi with elastic flags (--min-np, --host-discovery-script) or GPU slots is a usage error
+//     (horovodrun ignores --mpi in elastic mode); --mpi-args/--binding-args with an unclosed quote
+//     are usage errors, and without --mpi they draw a warning (etrun defaults to Gloo).
 //   * --max-np without elastic mode is accepted and kept in JobConfig::max_np; it has no effect
 //     in a static job, and warning about that is the launcher's call (it knows the mode).
 //   * -h, -v and -cb win over everything else once the argparse syntax is valid: they need no -np
@@ -38,11 +41,11 @@ struct ParseOutcome {
                        // (exit_code 2); may hold "etrun: warning: ...\n" lines with exit_code -1
 };
 
-// Parses `args` (args[0] is the program name) into *config. Pure but for -cb, which looks for
-// mpirun on $PATH: prints nothing, never exits, never throws (a broken flag table, our bug, gives
-// exit_code 1 and an "etrun: internal error: ..." line). *config is overwritten only when
-// exit_code is -1; after help, version, check-build (exit 0) or a usage error (exit 2) it is
-// unchanged.
+// Parses `args` (args[0] is the program name) into *config. Pure but for -cb, which runs
+// `mpirun --version` if mpirun is on $PATH: prints nothing, never exits, never throws (a broken
+// flag table, our bug, gives exit_code 1 and an "etrun: internal error: ..." line). *config is
+// overwritten only when exit_code is -1; after help, version, check-build (exit 0) or a usage
+// error (exit 2) it is unchanged.
 ParseOutcome ParseArgs(const std::vector<std::string>& args, JobConfig* config);
 
 // For main(): ParseArgs on argv, then prints out to stdout and err to stderr. Returns the exit

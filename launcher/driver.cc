@@ -25,7 +25,9 @@
 #include <spdlog/spdlog.h>
 
 #include "launcher/exit_status.h"
+#include "launcher/gpu_slots.h"
 #include "launcher/guardian.h"
+#include "launcher/mpi_run.h"
 #include "launcher/output_sink.h"
 #include "launcher/rank_set.h"
 #include "launcher/ssh_host.h"
@@ -37,6 +39,34 @@
 namespace etrun::launcher {
 
 namespace asio = boost::asio;
+
+namespace {
+
+// Fills plan->run.gpus from --gpus-per-rank/--ranks-per-gpu and checks that this machine's ranks
+// fit on its GPUs (per host name). Returns false and sets *err; nothing has started yet.
+bool PlanGpuSlots(const JobConfig& config, const std::vector<std::string>& environment,
+                  bool any_local, StaticPlan* plan, std::string* err) {
+  if (!config.gpus_per_rank && !config.ranks_per_gpu) return true;
+  if (!any_local) {  // nothing to count here: every host gets GPUs by index
+    plan->run.gpus.gpus_per_rank = config.gpus_per_rank.value_or(0);
+    plan->run.gpus.ranks_per_gpu = config.ranks_per_gpu.value_or(0);
+    return true;
+  }
+  if (!LocalGpuSlots(config, environment, &plan->run.gpus, err)) return false;
+  std::map<std::string, int> local_sizes;  // per host name of this machine
+  for (const rendezvous::SlotInfo& s : plan->slots) {
+    if (std::find(plan->remote_hosts.begin(), plan->remote_hosts.end(), s.hostname) ==
+        plan->remote_hosts.end()) {
+      ++local_sizes[s.hostname];
+    }
+  }
+  for (const auto& [host, size] : local_sizes) {
+    if (!CheckGpusFit(plan->run.gpus, size, err)) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 bool ResolveHosts(const JobConfig& config, std::vector<discovery::HostSlots>* hosts,
                   std::string* err) {
@@ -169,7 +199,10 @@ LaunchSpec RemoteLaunchSpec(const JobConfig& config, const std::vector<std::stri
   for (const std::string& kv : environment) {
     if (IsExportable(kv.substr(0, kv.find('=')))) exported.push_back(kv);
   }
-  std::vector<std::string> remote_env = BuildWorkerEnv(exported, config.tunables, slot, group_rank, run);
+  RunVars remote_run = run;
+  remote_run.gpus = RemoteGpuSlots(run.gpus);  // another machine's GPUs: by index, uncounted
+  std::vector<std::string> remote_env =
+      BuildWorkerEnv(exported, config.tunables, slot, group_rank, remote_run);
   remote_env.insert(remote_env.end(), extra_env.begin(), extra_env.end());  // `env` keeps the last
   char cwd[4096];
   std::string dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
@@ -267,6 +300,11 @@ int Driver::Run() {
                                          ? nlohmann::json(nullptr)
                                          : nlohmann::json(config_.host_discovery_script)},
                 {"pid", getpid()}});
+  if (config_.controller == Controller::kMpi) {
+    int code = RunMpi(config_, environ_);
+    events_.Emit("job_end", {{"exit_code", code}, {"cause", code == 0 ? "" : "mpirun exited with code " + std::to_string(code)}});
+    return code;
+  }
   if (config_.elastic()) return RunElastic(config_, spawner_, environ_, &events_);
   int code = RunStatic();
   events_.Emit("job_end", {{"exit_code", code}, {"cause", cause_}});
@@ -296,6 +334,10 @@ int Driver::RunStatic() {
   if (any_local && LocalSpawner::ResolveProgram(config_.command.at(0), path_env, &err).empty()) {
     return End(kExitCommandNotFound,
                "cannot run '" + config_.command[0] + "': " + err + ": check the command and PATH");
+  }
+  if (!PlanGpuSlots(config_, environ_, any_local, &plan, &err)) {
+    spdlog::error("{}", err);
+    return kExitUsage;
   }
 
   // The guardian forks first, while etrun has no other thread.

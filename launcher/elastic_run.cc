@@ -17,6 +17,7 @@
 #include "launcher/control.h"
 #include "launcher/driver.h"
 #include "launcher/elastic_driver.h"
+#include "launcher/gpu_slots.h"
 #include "launcher/guardian.h"
 #include "launcher/output_sink.h"
 #include "launcher/rank_set.h"
@@ -86,6 +87,10 @@ class RankSetWorkers : public WorkerControl {
         return Fail(key, e.what());
       }
     } else {
+      std::string devices;
+      if (run.gpus.enabled() && !GpuDevices(run.gpus, slot.local_rank, &devices, &err)) {
+        return Fail(key, err + ": lower --max-np or the host's slots");
+      }
       spec.env = BuildWorkerEnv(environment_, config_.tunables, slot, group_rank, run);
       // Ours win over inherited ones: drop those first (getenv finds the first of duplicates).
       if (config_.restart_mode) {
@@ -240,6 +245,10 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
   run.rendezvous_addr = driver_ip;
   run.master_addr = driver_ip;
   run.master_port = discovery::FindFreePort(driver_ip, &err);
+  if (!LocalGpuSlots(config, environment, &run.gpus, &err)) {
+    spdlog::error("{}", err);
+    return kExitUsage;
+  }
 
   Guardian guardian;
   if (!guardian.Start(&err)) spdlog::warn("{}; ranks may outlive etrun if it is killed", err);

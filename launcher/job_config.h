@@ -86,6 +86,8 @@ struct JobConfig {
   double grace_period_s = 5.0;                 // --grace-period: SIGTERM -> SIGKILL delay
   std::string events_file;                     // --events-file: JSON Lines of the job's events
   std::string job_name;                        // --job-name (default: from the command)
+  std::optional<int> gpus_per_rank;            // --gpus-per-rank N: CUDA_VISIBLE_DEVICES per rank
+  std::optional<int> ranks_per_gpu;            // --ranks-per-gpu K: K ranks share one GPU
 
   // The worker command, argv-style; never re-parsed by a shell.
   std::vector<std::string> command;

@@ -150,6 +150,12 @@ EnvList SlotEnv(const rendezvous::SlotInfo& slot, int group_rank, const RunVars&
   env.emplace_back("GROUP_RANK", std::to_string(group_rank));
   env.emplace_back("MASTER_ADDR", run.master_addr);
   env.emplace_back("MASTER_PORT", std::to_string(run.master_port));
+  if (run.gpus.enabled()) {
+    std::string devices, unused;
+    if (GpuDevices(run.gpus, slot.local_rank, &devices, &unused)) {
+      env.emplace_back("CUDA_VISIBLE_DEVICES", devices);
+    }
+  }
   return env;
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/gpu_slots.h"
 #include "launcher/job_config.h"
 #include "rendezvous/assign.h"
 
@@ -25,6 +26,7 @@ struct RunVars {
   std::string rendezvous_addr;        // HOROVOD_GLOO_RENDEZVOUS_ADDR; empty: no server yet
   int rendezvous_port = 0;
   bool elastic = false;               // HOROVOD_ELASTIC=1
+  GpuSlots gpus;                      // --gpus-per-rank / --ranks-per-gpu: CUDA_VISIBLE_DEVICES
 };
 
 // The §1.3 variables for the tunables that were set, in the spec's order.
@@ -32,6 +34,8 @@ EnvList TunableEnv(const Tunables& tunables);
 
 // The variables that describe one slot and run, in the order horovodrun writes them.
 // `group_rank` is the index of the slot's host among the job's hosts (torchrun's GROUP_RANK).
+// With GPU slots, also CUDA_VISIBLE_DEVICES for the slot's local rank. REQUIRES: with GPU slots
+// on counted GPUs, the caller checked that the slot fits (GpuDevices succeeds).
 EnvList SlotEnv(const rendezvous::SlotInfo& slot, int group_rank, const RunVars& run);
 
 // Merges `base` ("K=V" strings, e.g. environ) with GLOO_SOCKET_IFNAME=nics[0] (torch's Gloo;

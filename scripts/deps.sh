@@ -5,7 +5,7 @@ ETRUN_PACKAGES=(
   libcli11-dev libboost-dev libboost-filesystem-dev libboost-system-dev
   libssh2-1-dev libssl-dev libopenmpi-dev openmpi-bin
   libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev
-  python3 python3-pytest python3-torch
+  python3 python3-pytest python3-torch python3-mpi4py strace
   hyperfine wrk time procps openssh-server openssh-client shellcheck
 )
 

@@ -426,14 +426,11 @@ TEST_CASE("mutually exclusive flags are a usage error naming both") {
 }
 
 TEST_CASE("flags of later releases are parsed, validated, then refused") {
-  CHECK(UsageError({"-np", "2", "--mpi", "x"}) ==
-        "etrun: error: --mpi is not supported yet (MPI mode comes in a later etrun release): "
-        "leave it out to launch with Gloo\n");
+  CHECK(UsageError({"-np", "2", "--jsrun", "x"}) ==
+        "etrun: error: --jsrun is not supported yet (jsrun mode comes in a later etrun release): "
+        "leave it out to launch with Gloo, or use --mpi\n");
   const std::vector<std::pair<Strings, std::string>> cases = {
-      {{"--mpi"}, "--mpi"},
       {{"--jsrun"}, "--jsrun"},
-      {{"--mpi-args=--bind-to none"}, "--mpi-args"},
-      {{"--binding-args", "--rankfile f"}, "--binding-args"},
       {{"--config-file", "c.yaml"}, "--config-file"},
   };
   for (const auto& [args, flag] : cases) {
@@ -445,6 +442,69 @@ TEST_CASE("flags of later releases are parsed, validated, then refused") {
   // Validation comes first: a bad value is reported as such.
   CHECK(UsageError({"-np", "2", "--min-np", "3", "x"}) ==
         "etrun: error: --min-np/--min-num-proc: expected at most -np (2), got 3\n");
+}
+
+TEST_CASE("--mpi selects mpirun and keeps --mpi-args and --binding-args as written") {
+  Parsed p = Parse({"-np", "2", "--mpi", "--mpi-args=-x 'A=a b'", "--binding-args", "--rankfile f",
+                    "python3", "t.py"});
+  REQUIRE(p.outcome.exit_code == -1);
+  CHECK(p.outcome.err == "");
+  CHECK(p.config.controller == Controller::kMpi);
+  CHECK(p.config.mpi_args == "-x 'A=a b'");
+  CHECK(p.config.binding_args == "--rankfile f");
+  CHECK(p.config.command == Strings{"python3", "t.py"});
+  // Given without --mpi they do nothing, and etrun says so.
+  Parsed gloo = Parse({"-np", "2", "--mpi-args=-x A", "--binding-args=--rankfile f", "x"});
+  REQUIRE(gloo.outcome.exit_code == -1);
+  CHECK(gloo.outcome.err ==
+        "etrun: warning: --mpi-args has no effect without --mpi (etrun launches with Gloo unless "
+        "--mpi is given)\n"
+        "etrun: warning: --binding-args has no effect without --mpi (etrun launches with Gloo "
+        "unless --mpi is given)\n");
+}
+
+TEST_CASE("--mpi refuses elastic jobs, GPU slots and unclosed quotes") {
+  const std::vector<std::pair<Strings, std::string>> cases = {
+      {{"--mpi", "--min-np", "1"},
+       "--mpi and --min-np/--min-num-proc cannot be used together: elastic jobs always run with "
+       "Gloo (horovodrun ignores --mpi there): leave out --mpi"},
+      {{"--mpi", "--host-discovery-script", "./d.sh"},
+       "--mpi and --host-discovery-script cannot be used together: elastic jobs always run with "
+       "Gloo (horovodrun ignores --mpi there): leave out --mpi"},
+      {{"--mpi", "--gpus-per-rank", "1"},
+       "--mpi and --gpus-per-rank cannot be used together: mpirun decides the local ranks; leave "
+       "out --gpus-per-rank and pin GPUs by OMPI_COMM_WORLD_LOCAL_RANK in the script"},
+      {{"--ranks-per-gpu", "2", "--mpi"},
+       "--mpi and --ranks-per-gpu cannot be used together: mpirun decides the local ranks; leave "
+       "out --ranks-per-gpu and pin GPUs by OMPI_COMM_WORLD_LOCAL_RANK in the script"},
+      {{"--mpi", "--mpi-args=-x 'A"},
+       "--mpi-args: unterminated ' quote in '-x 'A': close the quote"},
+      {{"--binding-args=\"core"},
+       "--binding-args: unterminated \" quote in '\"core': close the quote"},
+  };
+  for (const auto& [args, message] : cases) {
+    Strings argv = {"-np", "2"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("x");
+    CHECK(UsageError(argv) == "etrun: error: " + message + "\n");
+  }
+}
+
+TEST_CASE("GPU slot flags take a positive count, one of them at a time") {
+  CHECK(ParseOk({"--gpus-per-rank", "2"}).gpus_per_rank == 2);
+  CHECK(ParseOk({"--ranks-per-gpu=4"}).ranks_per_gpu == 4);
+  JobConfig none = ParseOk({});
+  CHECK_FALSE(none.gpus_per_rank);
+  CHECK_FALSE(none.ranks_per_gpu);
+  CHECK(UsageError({"-np", "1", "--gpus-per-rank", "0", "x"}) ==
+        "etrun: error: --gpus-per-rank: expected at least 1, got 0\n");
+  CHECK(UsageError({"-np", "1", "--ranks-per-gpu", "-2", "x"}) ==
+        "etrun: error: --ranks-per-gpu: expected at least 1, got -2\n");
+  CHECK(UsageError({"-np", "1", "--gpus-per-rank", "two", "x"}) ==
+        "etrun: error: --gpus-per-rank: expected a whole number, got 'two'\n");
+  CHECK(UsageError({"-np", "1", "--gpus-per-rank", "1", "--ranks-per-gpu", "2", "x"}) ==
+        "etrun: error: --gpus-per-rank and --ranks-per-gpu cannot be used together: give only "
+        "one of them\n");
 }
 
 TEST_CASE("elastic flags are accepted and validated") {
@@ -560,7 +620,7 @@ TEST_CASE("check-build prints the build matrix and whether mpirun is on PATH") {
       CHECK(out.find("[X] SSH to remote hosts (libssh2)") != std::string::npos);
       CHECK(out.find("[X] Elastic (Horovod's protocol, local hosts)") != std::string::npos);
       CHECK(out.find("[X] Gloo") != std::string::npos);
-      CHECK(out.find("[ ] MPI (not supported yet; no mpirun on PATH)") != std::string::npos);
+      CHECK(out.find("[ ] MPI (no mpirun on PATH)") != std::string::npos);
 #if defined(ETRUN_HAVE_CUDA) && ETRUN_HAVE_CUDA
       CHECK(out.find("[X] CUDA") != std::string::npos);
 #else
@@ -573,13 +633,26 @@ TEST_CASE("check-build prints the build matrix and whether mpirun is on PATH") {
 #endif
     }
   }
+  // A fake mpirun that answers --version like the given implementation.
   const std::string mpirun = dir + "/mpirun";
-  std::ofstream(mpirun) << "#!/bin/sh\n";
-  REQUIRE(chmod(mpirun.c_str(), 0755) == 0);
+  auto install = [&mpirun](const std::string& version_text) {
+    std::ofstream(mpirun) << "#!/bin/sh\n[ \"$1\" = --version ] && printf '" << version_text
+                          << "'\n";
+    REQUIRE(chmod(mpirun.c_str(), 0755) == 0);
+  };
   {
     ScopedPath path("/nonexistent:" + dir);
-    CHECK(Parse({"-cb"}).outcome.out.find("[ ] MPI (not supported yet; mpirun found at " + mpirun +
-                                          ")") != std::string::npos);
+    install("mpirun (Open MPI) 4.1.4\\n\\nReport bugs to http://www.open-mpi.org/\\n");
+    CHECK(Parse({"-cb"}).outcome.out.find("[X] MPI (mpirun (Open MPI) 4.1.4 at " + mpirun + ")") !=
+          std::string::npos);
+    install("HYDRA build details:\\n    Version: 4.0.2\\n    MPICH\\n");
+    CHECK(Parse({"-cb"}).outcome.out.find("[ ] MPI (mpirun at " + mpirun +
+                                          " is MPICH; etrun runs Open MPI's mpirun only)") !=
+          std::string::npos);
+    install("");
+    CHECK(Parse({"-cb"}).outcome.out.find("[ ] MPI (mpirun at " + mpirun +
+                                          " is not Open MPI; etrun runs Open MPI's mpirun only)") !=
+          std::string::npos);
   }
   std::remove(mpirun.c_str());
   rmdir(dir.c_str());
@@ -726,8 +799,8 @@ std::string FirstLongName(const Strings& names) {
 }
 
 TEST_CASE("every long prefix that is unique in horovodrun still resolves to the same option") {
-  // Given etrun's extra --grace-period, --timestamp-format and --discovery-*, no abbreviation that worked with
-  // horovodrun may become ambiguous or change meaning. Full names are prefixes too, so this also
+  // Given etrun's extra --grace-period, --timestamp-format, --discovery-* and --ranks-per-gpu, no
+  // abbreviation that worked with horovodrun may become ambiguous or change meaning. Full names are prefixes too, so this also
   // checks that every horovodrun option exists.
   const std::vector<Strings> horovod = HorovodrunOptions();
   const std::vector<OptionSpec> specs = OptionSpecs();
@@ -795,6 +868,8 @@ TEST_CASE("the abbreviations users rely on resolve as in horovodrun") {
       {"--disa", "--disable-cache"},
       // etrun's own flags, and the improvement for aliases of one option.
       {"--gr", "--grace-period=1"},
+      {"--gp", "--gpus-per-rank=1"},
+      {"--ra", "--ranks-per-gpu=1"},
       {"--timestamp", "--timestamp-format=1"},
       {"--min", "--min-np=1"},
   };

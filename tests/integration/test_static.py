@@ -227,7 +227,7 @@ def test_bad_hostfile_line_is_named(tmp_path):
 
 def test_usage_errors_exit_2_with_one_line():
     for args in (["-np", "0", "/bin/true"], ["--min-nq", "2", "-np", "2", "/bin/true"], ["-np", "2"],
-                 ["-np", "2", "--mpi", "/bin/true"]):
+                 ["-np", "2", "--jsrun", "/bin/true"]):
         r = run_etrun(args)
         assert r.returncode == 2, args
         assert r.stderr.decode().startswith("etrun: error: ") and r.stderr.count(b"\n") == 1, (args, r.stderr)

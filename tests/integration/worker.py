@@ -27,7 +27,7 @@ def main():
     if mode == "env":
         keys = [k for k in os.environ if k.startswith(("HOROVOD_", "NCCL_", "GLOO_"))] + [
             "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-            "MASTER_PORT", "PYTHONUNBUFFERED"]
+            "MASTER_PORT", "PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES"]
         out(json.dumps({k: os.environ.get(k) for k in keys} | {"cwd": os.getcwd(),
                         "argv": sys.argv[2:]}) + "\n")
     elif mode == "exit":

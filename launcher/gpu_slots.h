@@ -1,0 +1,63 @@
+// GPU slots: which GPUs each rank sees, as CUDA_VISIBLE_DEVICES, under etrun's --gpus-per-rank N
+// (local rank i gets GPUs [i*N, (i+1)*N)) or --ranks-per-gpu K (K ranks share one GPU: local
+// rank i gets GPU i/K, as IBM WMLA's GPU sharing). Without either flag nothing is set: Horovod
+// scripts pin a GPU by local rank themselves. The assignment is by Horovod's local rank, which
+// names a slot for the life of a process (also in elastic mode), so a process keeps its GPUs.
+// Pure, except DetectLocalGpus, which may run nvidia-smi. Thread-compatible.
+#ifndef ETRUN_LAUNCHER_GPU_SLOTS_H_
+#define ETRUN_LAUNCHER_GPU_SLOTS_H_
+
+#include <string>
+#include <vector>
+
+#include "launcher/job_config.h"
+
+namespace etrun::launcher {
+
+struct GpuSlots {
+  int gpus_per_rank = 0;  // --gpus-per-rank; 0: not given
+  int ranks_per_gpu = 0;  // --ranks-per-gpu; 0: not given
+  // The host's GPUs in the order they are handed out: "0".."n-1" from nvidia-smi, or the entries
+  // of the launcher's own CUDA_VISIBLE_DEVICES (indices or UUIDs). Empty: not counted (remote
+  // hosts, or no nvidia-smi), so ranks get plain indices and nothing is checked.
+  std::vector<std::string> pool;
+  bool counted = false;  // pool holds this host's GPUs; false for remote hosts
+  std::string source;    // where the count came from, for messages: "nvidia-smi -L"
+
+  bool enabled() const { return gpus_per_rank > 0 || ranks_per_gpu > 0; }
+};
+
+// How many GPUs `local_size` ranks on one host use: N * local_size, or ceil(local_size / K).
+int GpusNeeded(const GpuSlots& gpus, int local_size);
+
+// CUDA_VISIBLE_DEVICES for `local_rank` ("4,5"). REQUIRES: gpus.enabled(). Returns false and
+// sets *err when the host's counted GPUs are too few for that rank (*devices is then unchanged).
+bool GpuDevices(const GpuSlots& gpus, int local_rank, std::string* devices, std::string* err);
+
+// Checks up front that `local_size` ranks fit on this host's counted GPUs; true when not counted.
+// *err names the flag, the need, the count and its source, and the fix.
+bool CheckGpusFit(const GpuSlots& gpus, int local_size, std::string* err);
+
+// The GPUs `nvidia-smi -L` lists ("GPU 0: NVIDIA H100 (UUID: ...)" lines; MIG lines are not
+// counted separately).
+int CountNvidiaSmiGpus(const std::string& output);
+
+// Fills gpus->pool and gpus->counted for this machine. The launcher's CUDA_VISIBLE_DEVICES in
+// `environment` wins when set (an allocation made by a scheduler); otherwise `nvidia-smi -L` on
+// the PATH of `environment` counts the GPUs. Without nvidia-smi, returns true with the pool
+// uncounted and a *warning. Returns false and sets *err when nvidia-smi fails or finds no GPU,
+// or CUDA_VISIBLE_DEVICES is set but empty. REQUIRES: gpus->enabled().
+bool DetectLocalGpus(const std::vector<std::string>& environment, GpuSlots* gpus,
+                     std::string* warning, std::string* err);
+
+// The GPU slots `config` asks for (--gpus-per-rank / --ranks-per-gpu), with this machine's GPUs
+// counted by DetectLocalGpus; logs its warning. Without the flags: disabled, true.
+bool LocalGpuSlots(const JobConfig& config, const std::vector<std::string>& environment,
+                   GpuSlots* gpus, std::string* err);
+
+// `gpus` for a host that is not this machine: same flags, GPUs not counted (plain indices).
+GpuSlots RemoteGpuSlots(const GpuSlots& gpus);
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_GPU_SLOTS_H_

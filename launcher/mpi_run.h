@@ -1,0 +1,49 @@
+// MPI mode (--mpi): a static job run by Open MPI's mpirun, with the command line horovodrun
+// builds (launcher/mpi_command.h). horovodrun replaces itself with `/bin/sh -c "<mpirun ...>"`;
+// etrun instead runs mpirun as its child, straight from an argv (no shell re-parses the command),
+// forwards SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 to it, and returns its exit code. mpirun
+// gets SIGTERM if etrun dies (parent-death signal) and then stops its ranks itself. Ranks get
+// their ranks from MPI: no rendezvous server and no HOROVOD_RANK-style variables. Driver thread.
+#ifndef ETRUN_LAUNCHER_MPI_RUN_H_
+#define ETRUN_LAUNCHER_MPI_RUN_H_
+
+#include <string>
+#include <vector>
+
+#include "launcher/job_config.h"
+
+namespace etrun::launcher {
+
+// The MPI implementation named by `mpirun --version` output, tested in horovodrun's order
+// (spec §8.2): "Open MPI" (also for OpenRTE), "IBM Spectrum MPI", "MPICH", "Intel(R) MPI", or ""
+// when unknown.
+std::string MpiFlavor(const std::string& version_output);
+
+// Turns off the single-copy (process_vm_readv) path of Open MPI's shared-memory transport. etrun
+// sets it when that call is blocked here (as in many containers), so large messages between
+// ranks on one host work without extra flags.
+inline constexpr char kNoSingleCopy[] = "OMPI_MCA_btl_vader_single_copy_mechanism=none";
+
+// Appends `kv` ("K=V") to *env unless the user set K already. Returns whether it was added.
+bool AddOpenMpiEnv(const std::string& kv, std::vector<std::string>* env);
+
+struct MpiInstall {
+  std::string path;     // mpirun's path on PATH; empty: none
+  std::string flavor;   // MpiFlavor of its --version; empty: unknown or not run
+  std::string version;  // first line of its --version output
+};
+
+// Finds mpirun on the PATH of `environment` and runs `mpirun --version` once. Returns false and
+// sets *err when there is no mpirun or it cannot be run; *install is filled as far as known.
+bool FindMpirun(const std::vector<std::string>& environment, MpiInstall* install,
+                std::string* err);
+
+// Runs the job under mpirun; returns etrun's exit code: mpirun's own, 128+N when signal N
+// stopped etrun (after forwarding it) or killed mpirun, 2 for bad hosts or flags, 127 when there
+// is no mpirun, 1 when mpirun is not Open MPI or cannot be started. `environment` ("K=V") is
+// etrun's; mpirun gets it plus the tunables' variables, and `-x` forwards their names.
+int RunMpi(const JobConfig& config, const std::vector<std::string>& environment);
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_MPI_RUN_H_
