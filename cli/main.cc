@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/control_main.h"
 #include "cli/flags.h"
 #include "cli/report_main.h"
 #include "launcher/driver.h"
@@ -21,6 +22,10 @@ int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], etrun::launcher::kSshRankMode) == 0) {
     return etrun::launcher::SshRankMain(argc, argv);
   }
+  // `etrun status|list|scale`: only as the first argument (see cli/control_main.h).
+  if (argc > 1 && strcmp(argv[1], etrun::cli::kStatusVerb) == 0) return etrun::cli::StatusMain(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], etrun::cli::kListVerb) == 0) return etrun::cli::ListMain(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], etrun::cli::kScaleVerb) == 0) return etrun::cli::ScaleMain(argc - 1, argv + 1);
   // `etrun report EVENTS.jsonl`: only as the first argument (see cli/report_main.h).
   if (argc > 1 && strcmp(argv[1], etrun::cli::kReportVerb) == 0) {
     return etrun::cli::ReportMain(argc - 1, argv + 1);

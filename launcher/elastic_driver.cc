@@ -53,7 +53,9 @@ std::optional<rendezvous::SlotInfo> ElasticDriver::SlotOf(const SlotKey& key) co
 bool ElasticDriver::ComputeAssignment(std::vector<rendezvous::SlotInfo>* plan, std::string* err) const {
   std::vector<rendezvous::HostSlotCount> counts;
   for (const discovery::HostSlots& h : hosts_->Available()) counts.push_back({h.name, h.slots});
-  return rendezvous::Assign(counts, options_.min_np, options_.max_np, plan, err);
+  std::optional<int> max_np = options_.max_np;
+  if (overrides_.to) max_np = max_np ? std::min(*max_np, *overrides_.to) : *overrides_.to;
+  return rendezvous::Assign(counts, options_.min_np, max_np, plan, err);
 }
 
 void ElasticDriver::OnDiscovery(const discovery::ScriptResult& result, TimePoint now) {
@@ -77,6 +79,25 @@ void ElasticDriver::OnDiscovery(const discovery::ScriptResult& result, TimePoint
   }
   for (const std::string& w : warnings) spdlog::warn("host discovery script {}", w);
   have_discovery_ = true;
+  last_raw_ = parsed;
+  ApplyHosts(std::move(parsed), now);
+}
+
+void ElasticDriver::SetOverrides(HostOverrides overrides, TimePoint now) {
+  now_ = now;
+  overrides_ = std::move(overrides);
+  spdlog::info("scale: hosts added {}, removed {}, size {}", overrides_.add.size(),
+               overrides_.remove.size(), overrides_.to ? std::to_string(*overrides_.to) : "as discovered");
+  if (have_discovery_ && phase_ != Phase::kStopping && phase_ != Phase::kDone) ApplyHosts(last_raw_, now);
+}
+
+void ElasticDriver::ApplyHosts(std::vector<discovery::HostSlots> parsed, TimePoint now) {
+  std::string err;
+  std::erase_if(parsed, [this](const discovery::HostSlots& h) {
+    return std::find(overrides_.remove.begin(), overrides_.remove.end(), h.name) != overrides_.remove.end() ||
+           overrides_.add.count(h.name) != 0;
+  });
+  for (const auto& [host, slots] : overrides_.add) parsed.push_back({host, slots});
   if (parsed != last_discovery_ || !events_reported_discovery_) {
     nlohmann::json list = nlohmann::json::array();
     for (const discovery::HostSlots& h : parsed) list.push_back({{"host", h.name}, {"slots", h.slots}});
@@ -101,11 +122,14 @@ void ElasticDriver::OnDiscovery(const discovery::ScriptResult& result, TimePoint
     if (available >= options_.min_np) Activate();
     return;
   }
-  if (flags == discovery::kNoUpdate) return;
-  // Tell rank 0 only when the change would alter the assignment (spec §6.4).
+  // Tell rank 0 only when the change would alter the assignment (spec §6.4). With no host
+  // change, a new `scale --to` size can still alter it.
   std::vector<rendezvous::SlotInfo> plan;
   if (available < options_.min_np || !ComputeAssignment(&plan, &err)) plan.clear();
   if (plan == assignment_) return;
+  if (flags == discovery::kNoUpdate) {
+    flags = plan.size() > assignment_.size() ? discovery::kAdded : discovery::kRemoved;
+  }
   spdlog::debug("host change seen (flags {}): {} slots available", flags, available);
   if (options_.restart_all) return BeginRestart("the hosts changed");
   pending_flags_ |= flags;

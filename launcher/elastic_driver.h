@@ -79,6 +79,15 @@ class CoordinatorNotifier {
                       std::function<void(bool ok, std::string err)> done) = 0;
 };
 
+// Live changes from `etrun scale`: they override the discovery script for the named hosts (and
+// the world size) until changed again.
+struct HostOverrides {
+  std::map<std::string, int> add;  // host -> slots, added or resized
+  std::vector<std::string> remove;
+  std::optional<int> to;           // the world size to aim for (caps the assignment like --max-np)
+  bool operator==(const HostOverrides&) const = default;
+};
+
 class ElasticDriver : public rendezvous::ElasticHooks {
  public:
   ElasticDriver(ElasticOptions options, discovery::HostManager* hosts, WorkerControl* workers,
@@ -97,6 +106,10 @@ class ElasticDriver : public rendezvous::ElasticHooks {
                       std::function<void(bool)> done) override;
   // A signal or an outside error: stop every worker and finish with `exit_code`.
   void Abort(int exit_code, const std::string& why);
+
+  // Replaces the overrides and applies them to the last discovery result at once.
+  void SetOverrides(HostOverrides overrides, TimePoint now);
+  const HostOverrides& overrides() const { return overrides_; }
 
   // Where discovery, blacklist, round and reset events go (may stay unset).
   void set_events(EventLog* events) { events_ = events; }
@@ -129,6 +142,7 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   };
 
   bool ComputeAssignment(std::vector<rendezvous::SlotInfo>* plan, std::string* err) const;
+  void ApplyHosts(std::vector<discovery::HostSlots> parsed, TimePoint now);
   void Activate();
   void Record(const SlotKey& slot, enum Record record, TimePoint now);
   void MaybeDecide(TimePoint now);
@@ -174,6 +188,8 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   std::vector<discovery::HostSlots> last_discovery_;  // as last reported in an event
   bool events_reported_discovery_ = false;
   std::string restart_reason_;
+  HostOverrides overrides_;
+  std::vector<discovery::HostSlots> last_raw_;  // the script's last good list, before overrides
 };
 
 }  // namespace etrun::launcher

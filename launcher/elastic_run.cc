@@ -12,6 +12,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include "discovery/host_slots.h"
 #include "discovery/network.h"
 #include "discovery/script_runner.h"
 #include "launcher/control.h"
@@ -300,6 +301,28 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
   std::string control_name = JobName(config);
   ControlServer control(&io, [&](const rendezvous::HttpRequest& request,
                                  std::function<void(int, nlohmann::json)> respond) {
+    if (request.method == "POST" && request.target == "/overrides") {
+      // `etrun scale`: the whole new set of overrides, {"add": {host: slots}, "remove": [host],
+      // "to": N or null}.
+      nlohmann::json body = nlohmann::json::parse(request.body, nullptr, false);
+      HostOverrides next;
+      try {
+        for (const auto& [host, slots] : body.at("add").items()) {
+          if (!discovery::IsValidHostName(host) || slots.get<int>() < 1) throw std::invalid_argument(host);
+          next.add[host] = slots.get<int>();
+        }
+        for (const auto& host : body.at("remove")) next.remove.push_back(host.get<std::string>());
+        if (!body.at("to").is_null()) next.to = body.at("to").get<int>();
+      } catch (const std::exception&) {
+        return respond(400, {{"error", "expected {\"add\": {host: slots}, \"remove\": [hosts], \"to\": N|null}"}});
+      }
+      if (next.to && *next.to < options.min_np) {
+        return respond(400, {{"error", "--to " + std::to_string(*next.to) + " is below --min-np " +
+                                           std::to_string(options.min_np)}});
+      }
+      driver.SetOverrides(next, Now());
+      return respond(200, {{"ok", true}});
+    }
     if (request.method != "GET" || request.target != "/status") {
       return respond(404, {{"error", "unknown request " + request.method + " " + request.target}});
     }
@@ -322,7 +345,9 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
                   {"pid", getpid()}, {"duration_s", std::chrono::duration<double>(now - started).count()},
                   {"world_size", driver.assignment().size()}, {"np", options.np},
                   {"min_np", options.min_np}, {"max_np", optional_int(options.max_np)},
-                  {"resets", driver.resets()}, {"round", driver.round()}, {"ranks", ranks_json}});
+                  {"resets", driver.resets()}, {"round", driver.round()}, {"ranks", ranks_json},
+                  {"overrides", {{"add", driver.overrides().add}, {"remove", driver.overrides().remove},
+                                 {"to", optional_int(driver.overrides().to)}}}});
   });
   if (std::string why; !control.Start(control_name, &why)) {
     spdlog::warn("no control endpoint (etrun status will not see this job): {}", why);

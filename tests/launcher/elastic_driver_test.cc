@@ -465,3 +465,49 @@ TEST_CASE("events: a failed discovery run is reported and the hosts are kept") {
   CHECK(events.captured()[2]["event"] == "discovery_failed");
   CHECK(events.captured()[2]["reason"] == "the host discovery script failed (exit code 3): scheduler down");
 }
+
+TEST_CASE("scale: an added host overrides discovery until the override changes") {
+  Job job;
+  job.Discover("a:1\nb:1\n");
+  job.Register("a", 0);
+  etrun::launcher::HostOverrides add;
+  add.add["c"] = 1;
+  job.driver.SetOverrides(add, job.now);  // applied at once, not at the next discovery
+  REQUIRE(job.notifier.notified.size() == 1);
+  CHECK(job.notifier.notified[0] == std::pair{SlotKey{"a", 0}, 2});  // added
+  job.Ready("a", 0);
+  job.Ready("b", 0);
+  CHECK(job.StartedNames() == std::vector<std::string>{"a:0=r0", "b:0=r1", "c:0=r2"});
+  job.Discover("a:1\nb:1\n");  // the script does not know c: the override keeps it
+  CHECK(job.driver.assignment().size() == 3);
+}
+
+TEST_CASE("scale: removing a host drains its worker; --to caps the world size") {
+  Job job;
+  job.Discover("a:1\nb:1\nc:1\n");
+  job.Register("a", 0);
+  etrun::launcher::HostOverrides remove;
+  remove.remove = {"c"};
+  job.driver.SetOverrides(remove, job.now);
+  REQUIRE(job.notifier.notified.size() == 1);
+  CHECK(job.notifier.notified[0] == std::pair{SlotKey{"a", 0}, 1});  // removed
+  job.Ready("a", 0);
+  job.Ready("b", 0);
+  auto c = job.Ready("c", 0);
+  CHECK(Csv(*c) == "-1,-1,-1,-1,-1,-1");
+  CHECK(job.driver.WorkerState({"c", 0}) == "draining");
+  job.driver.OnWorkerExit({"c", 0}, ExitStatus::Signaled(15), job.now);
+  CHECK(job.driver.assignment().size() == 2);
+  job.Register("a", 0);
+  etrun::launcher::HostOverrides to;
+  to.remove = {"c"};
+  to.to = 1;
+  job.driver.SetOverrides(to, job.now);  // no host change, but a smaller world: notified
+  REQUIRE(job.notifier.notified.size() == 2);
+  CHECK(job.notifier.notified[1] == std::pair{SlotKey{"a", 0}, 1});
+  auto a = job.Ready("a", 0);
+  auto b = job.Ready("b", 0);
+  CHECK(Csv(*a) == "0,1,0,1,0,1");
+  CHECK(Csv(*b) == "-1,-1,-1,-1,-1,-1");
+  CHECK(job.driver.assignment().size() == 1);
+}

@@ -1,0 +1,314 @@
+#include "cli/control_main.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "discovery/host_slots.h"
+#include "launcher/control.h"
+
+namespace etrun::cli {
+
+namespace {
+
+using launcher::JobEntry;
+using nlohmann::json;
+
+int Error(const std::string& what, int code) {
+  fprintf(stderr, "etrun: error: %s\n", what.c_str());
+  return code;
+}
+
+// Runs CLI11 on a verb's arguments. Returns -1 to go on, else the exit code (help: 0, error: 2).
+int Parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return Error(std::string(e.what()) + ": see etrun " + app.get_name() + " --help", 2);
+  }
+  return -1;
+}
+
+std::string Duration(double seconds) {
+  long long s = static_cast<long long>(seconds);
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}h{:02}m{:02}s", s / 3600, s % 3600 / 60, s % 60);
+}
+
+// GET /status of a job. Returns false and sets *err.
+bool FetchStatus(const JobEntry& job, json* status, std::string* err) {
+  std::string reply;
+  int code = launcher::ControlRequest(job, "GET", "/status", "", &reply, err);
+  if (code == 0) return false;
+  if (code != 200) {
+    *err = fmt::format("job '{}' answered {}: {}", job.job, code, reply);
+    return false;
+  }
+  *status = json::parse(reply, nullptr, false);
+  if (status->is_discarded()) {
+    *err = "job '" + job.job + "' sent a malformed status";
+    return false;
+  }
+  return true;
+}
+
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string Text(const json& j) { return j.is_null() ? "-" : j.is_string() ? j.get<std::string>() : j.dump(); }
+
+// "10m", "90s", "1h", "2.5" (seconds). Returns false on anything else.
+bool ParseDuration(const std::string& text, double* seconds) {
+  if (text.empty()) return false;
+  double scale = 1;
+  std::string number = text;
+  switch (text.back()) {
+    case 's': number.pop_back(); break;
+    case 'm': scale = 60; number.pop_back(); break;
+    case 'h': scale = 3600; number.pop_back(); break;
+    default: break;
+  }
+  try {
+    size_t used = 0;
+    double v = std::stod(number, &used);
+    if (used != number.size() || v <= 0) return false;
+    *seconds = v * scale;
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+int StatusMain(int argc, char** argv) {
+  CLI::App app("Shows a running job of this user: its state, size and ranks.", kStatusVerb);
+  std::string name;
+  bool as_json = false;
+  app.add_option("job", name, "The job's name (see etrun list); optional when only one runs.");
+  app.add_flag("--json", as_json, "Prints the status as one JSON object.");
+  if (int code = Parse(app, argc, argv); code >= 0) return code;
+  JobEntry job;
+  std::string err;
+  json status;
+  if (!launcher::FindJob(name, &job, &err) || !FetchStatus(job, &status, &err)) return Error(err, 1);
+  if (as_json) {
+    std::cout << status.dump(2) << "\n";
+    return 0;
+  }
+  std::string size = std::to_string(status.value("world_size", 0));
+  if (status.value("elastic", false)) {
+    size += fmt::format(" (np {}, min {}, max {})", Text(status["np"]), Text(status["min_np"]),
+                        status["max_np"].is_null() ? "none" : Text(status["max_np"]));
+  }
+  std::cout << Table({{"Name:", status.value("job", job.job)},
+                      {"State:", status.value("state", "?")},
+                      {"Duration:", Duration(status.value("duration_s", 0.0))},
+                      {"World size:", size},
+                      {"Resets:", std::to_string(status.value("resets", 0))},
+                      {"Pid:", std::to_string(status.value("pid", 0))}})
+            << "\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"RANK", "LABEL", "HOST", "LOCAL", "PID", "STATE", "RESTARTS", "UPTIME"}};
+  for (const json& r : status.value("ranks", json::array())) {
+    rows.push_back({r.value("rank", -1) < 0 ? "-" : std::to_string(r.value("rank", -1)),
+                    std::to_string(r.value("label", 0)), r.value("host", ""),
+                    std::to_string(r.value("local_rank", 0)), std::to_string(r.value("pid", 0)),
+                    r.value("state", ""), std::to_string(r.value("restarts", 0)),
+                    Duration(r.value("uptime_s", 0.0))});
+  }
+  std::cout << Table(rows);
+  return 0;
+}
+
+int ListMain(int argc, char** argv) {
+  CLI::App app("Lists this user's running etrun jobs.", kListVerb);
+  bool as_json = false;
+  app.add_flag("--json", as_json, "Prints the jobs as a JSON array.");
+  if (int code = Parse(app, argc, argv); code >= 0) return code;
+  std::string err;
+  std::vector<JobEntry> jobs = launcher::ListJobs(&err);
+  if (!err.empty()) return Error(err, 1);
+  json out = json::array();
+  std::vector<std::vector<std::string>> rows = {{"NAME", "STATE", "SIZE", "DURATION", "PID"}};
+  for (const JobEntry& job : jobs) {
+    json status;
+    std::string why;
+    if (!FetchStatus(job, &status, &why)) {
+      status = {{"job", job.job}, {"state", "unreachable"}, {"pid", job.pid}};
+    }
+    out.push_back(status);
+    rows.push_back({job.job, status.value("state", "?"),
+                    status.contains("world_size") ? std::to_string(status.value("world_size", 0)) : "-",
+                    status.contains("duration_s") ? Duration(status.value("duration_s", 0.0)) : "-",
+                    std::to_string(job.pid)});
+  }
+  if (as_json) {
+    std::cout << out.dump(2) << "\n";
+  } else if (jobs.empty()) {
+    std::cout << "no running etrun jobs\n";
+  } else {
+    std::cout << Table(rows);
+  }
+  return 0;
+}
+
+int ScaleMain(int argc, char** argv) {
+  CLI::App app(
+      "Grows or shrinks a running elastic job. The change overrides the discovery script for the "
+      "named hosts until changed again; if the job has not reached the new size within --timeout, "
+      "it is rolled back and scale exits 1.",
+      kScaleVerb);
+  std::string name, add, remove, timeout_text = "10m";
+  std::optional<int> to;
+  bool clear = false;
+  app.add_option("job", name, "The job's name (see etrun list); optional when only one runs.");
+  auto* add_opt = app.add_option("--add", add, "Adds HOST:SLOTS (or resizes a host) to the job.");
+  auto* remove_opt = app.add_option("--remove", remove, "Removes HOST: its ranks are drained.");
+  auto* to_opt = app.add_option("--to", to, "Aims for a world of N ranks (caps it like --max-np).");
+  auto* clear_opt = app.add_flag("--clear", clear, "Drops every override: back to what discovery says.");
+  app.add_option("--timeout", timeout_text, "How long to wait for the new size (default 10m; 90s, 1h).");
+  add_opt->excludes(remove_opt)->excludes(to_opt)->excludes(clear_opt);
+  remove_opt->excludes(to_opt)->excludes(clear_opt);
+  to_opt->excludes(clear_opt);
+  if (int code = Parse(app, argc, argv); code >= 0) return code;
+  if (add.empty() && remove.empty() && !to && !clear) {
+    return Error("say what to change: --add HOST:SLOTS, --remove HOST, --to N or --clear", 2);
+  }
+  double timeout_s = 0;
+  if (!ParseDuration(timeout_text, &timeout_s)) {
+    return Error("--timeout: expected a duration such as 90s, 10m or 1h, got '" + timeout_text + "'", 2);
+  }
+  std::string add_host;
+  int add_slots = 0;
+  if (!add.empty()) {
+    size_t colon = add.rfind(':');
+    std::string host = add.substr(0, colon);
+    try {
+      add_slots = colon == std::string::npos ? 1 : std::stoi(add.substr(colon + 1));
+    } catch (const std::exception&) {
+      add_slots = 0;
+    }
+    if (!discovery::IsValidHostName(host) || add_slots < 1) {
+      return Error("--add: expected HOST:SLOTS with at least 1 slot, got '" + add + "'", 2);
+    }
+    add_host = host;
+  }
+  if (to && *to < 1) return Error("--to: expected at least 1, got " + std::to_string(*to), 2);
+
+  JobEntry job;
+  std::string err;
+  json status;
+  if (!launcher::FindJob(name, &job, &err) || !FetchStatus(job, &status, &err)) return Error(err, 1);
+  if (!status.value("elastic", false) || !status.contains("overrides")) {
+    return Error("job '" + job.job + "' is static: sizes are fixed (start it with --min-np or "
+                 "--host-discovery-script to scale it)", 1);
+  }
+  json before = status["overrides"];
+  json after = clear ? json{{"add", json::object()}, {"remove", json::array()}, {"to", nullptr}} : before;
+  if (!add_host.empty()) {
+    after["add"][add_host] = add_slots;
+    json kept = json::array();
+    for (const json& h : after["remove"]) {
+      if (h != add_host) kept.push_back(h);
+    }
+    after["remove"] = kept;
+  }
+  if (!remove.empty()) {
+    after["add"].erase(remove);
+    bool listed = false;
+    for (const json& h : after["remove"]) listed = listed || h == remove;
+    if (!listed) after["remove"].push_back(remove);
+  }
+  if (to) after["to"] = *to;
+
+  auto post = [&](const json& overrides, std::string* why) {
+    std::string reply;
+    int code = launcher::ControlRequest(job, "POST", "/overrides", overrides.dump(), &reply, why);
+    if (code == 200) return true;
+    if (code != 0) {
+      json body = json::parse(reply, nullptr, false);
+      *why = body.is_object() ? body.value("error", reply) : reply;
+    }
+    return false;
+  };
+  if (!post(after, &err)) return Error("job '" + job.job + "' refused the change: " + err, 1);
+
+  // Done when the running ranks match the request.
+  auto reached = [&](const json& s, std::string* where) {
+    int on_host = 0, running = 0;
+    for (const json& r : s.value("ranks", json::array())) {
+      if (r.value("state", "") != "running" || r.value("rank", -1) < 0) continue;
+      ++running;
+      if (r.value("host", "") == (add_host.empty() ? remove : add_host)) ++on_host;
+    }
+    bool steady = s.value("state", "") == "running";
+    if (!add_host.empty()) {
+      *where = fmt::format("{} of {} ranks on {}", on_host, add_slots, add_host);
+      return steady && on_host == add_slots;
+    }
+    if (!remove.empty()) {
+      *where = fmt::format("{} ranks still on {}", on_host, remove);
+      return steady && on_host == 0;
+    }
+    if (to) {
+      *where = fmt::format("world size {} of {}", running, *to);
+      return steady && running == *to;
+    }
+    *where = "";
+    return true;  // --clear: nothing to wait for
+  };
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+  std::string where = "no answer";
+  while (true) {
+    json now_status;
+    std::string why;
+    if (FetchStatus(job, &now_status, &why) && reached(now_status, &where)) {
+      std::cout << "job '" << job.job << "' scaled: " << (where.empty() ? "overrides cleared" : where) << "\n";
+      return 0;
+    }
+    if (!why.empty() && launcher::ListJobs(&why).empty()) {
+      return Error("job '" + job.job + "' ended while scaling", 1);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  std::string why;
+  bool rolled_back = post(before, &why);
+  return Error(fmt::format("job '{}' did not reach the new size within {} ({}); {}", job.job,
+                           timeout_text, where,
+                           rolled_back ? "the change was rolled back" : "could not roll back: " + why),
+               1);
+}
+
+}  // namespace etrun::cli

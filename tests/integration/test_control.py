@@ -1,0 +1,149 @@
+"""etrun status / list / scale against real running jobs, through their token-protected control
+endpoints (a private registry under XDG_RUNTIME_DIR, made per test)."""
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import ETRUN, wait_until
+
+
+@pytest.fixture
+def runtime(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir(mode=0o700)
+    return {"XDG_RUNTIME_DIR": str(d)}
+
+
+def start(args, env, **kwargs):
+    return subprocess.Popen([ETRUN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=dict(os.environ, **env), **kwargs)
+
+
+def etrun(args, env, timeout=60):
+    return subprocess.run([ETRUN, *args], capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
+
+
+def status(env, job=None):
+    r = etrun(["status", *([job] if job else []), "--json"], env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def registry(env):
+    d = os.path.join(env["XDG_RUNTIME_DIR"], "etrun")
+    return [os.path.join(d, f) for f in os.listdir(d)] if os.path.isdir(d) else []
+
+
+def stop(proc):
+    proc.terminate()
+    proc.communicate(timeout=30)
+
+
+def test_status_and_list_show_a_static_job_and_its_ranks(runtime):
+    job = start(["-np", "2", "--job-name", "static-one", "sleep", "30"], runtime)
+    try:
+        assert wait_until(lambda: etrun(["list"], runtime).stdout.startswith("NAME"), timeout=20)
+        listed = etrun(["list"], runtime).stdout.splitlines()
+        assert listed[1].split()[:3] == ["static-one", "running", "2"]
+        s = status(runtime)  # the only job: no name needed
+        assert (s["job"], s["state"], s["elastic"], s["world_size"], s["pid"]) == \
+            ("static-one", "running", False, 2, job.pid)
+        assert sorted((r["rank"], r["host"], r["local_rank"]) for r in s["ranks"]) == \
+            [(0, "localhost", 0), (1, "localhost", 1)]
+        assert all(os.path.exists(f"/proc/{r['pid']}") for r in s["ranks"])
+        table = etrun(["status", "static-one"], runtime).stdout
+        assert "Name:        static-one" in table and "RANK  LABEL  HOST" in table
+        scale = etrun(["scale", "--to", "3"], runtime)
+        assert scale.returncode == 1 and "is static: sizes are fixed" in scale.stderr
+    finally:
+        stop(job)
+    # The registry entry goes with the job.
+    assert registry(runtime) == []
+    r = etrun(["status"], runtime)
+    assert r.returncode == 1
+    assert r.stderr == "etrun: error: no running etrun job of this user: start one, or check XDG_RUNTIME_DIR\n"
+    assert etrun(["list"], runtime).stdout == "no running etrun jobs\n"
+
+
+def test_the_control_endpoint_refuses_requests_without_the_token(runtime):
+    job = start(["-np", "1", "--job-name", "guarded", "sleep", "30"], runtime)
+    try:
+        assert wait_until(lambda: len(registry(runtime)) == 1, timeout=20)
+        path = registry(runtime)[0]
+        assert os.stat(path).st_mode & 0o777 == 0o600
+        assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700
+        entry = json.load(open(path))
+        for header in ["", "Authorization: Bearer wrong\r\n", f"Authorization: Bearer {entry['token']}x\r\n",
+                       f"Authorization: Bearer {entry['token']}\r\n"]:
+            with socket.create_connection(("127.0.0.1", entry["port"]), timeout=10) as s:
+                s.sendall(f"GET /status HTTP/1.1\r\nHost: x\r\n{header}Content-Length: 0\r\n\r\n".encode())
+                code = int(s.recv(4096).split()[1])
+            assert code == (200 if header.endswith(entry["token"] + "\r\n") else 401), header
+    finally:
+        stop(job)
+
+
+def test_scale_adds_and_removes_hosts_of_an_elastic_job_and_rolls_back_on_timeout(runtime, tmp_path):
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\necho localhost:1\n")
+    script.chmod(0o755)
+    events = tmp_path / "events.jsonl"
+    job = start(["-np", "1", "--min-np", "1", "--max-np", "4", "--host-discovery-script", str(script),
+                 "--elastic-mode", "restart", "--job-name", "grow", "--events-file", str(events),
+                 "sleep", "60"], runtime)
+    try:
+        assert wait_until(lambda: registry(runtime) and status(runtime)["world_size"] == 1, timeout=20)
+        r = etrun(["scale", "grow", "--add", "127.0.0.1:2", "--timeout", "30s"], runtime)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "job 'grow' scaled: 2 of 2 ranks on 127.0.0.1\n"
+        s = status(runtime, "grow")
+        assert s["world_size"] == 3 and s["overrides"]["add"] == {"127.0.0.1": 2}
+        assert sorted(r["host"] for r in s["ranks"]) == ["127.0.0.1", "127.0.0.1", "localhost"]
+        # Rollback: with the world capped at 3, a 4th slot can never start.
+        r = etrun(["scale", "grow", "--to", "3"], runtime)
+        assert r.returncode == 0, r.stderr
+        r = etrun(["scale", "grow", "--add", "127.0.0.1:3", "--timeout", "1.5s"], runtime)
+        assert r.returncode == 1
+        assert r.stderr == ("etrun: error: job 'grow' did not reach the new size within 1.5s "
+                            "(2 of 3 ranks on 127.0.0.1); the change was rolled back\n")
+        assert status(runtime, "grow")["overrides"] == {"add": {"127.0.0.1": 2}, "remove": [], "to": 3}
+        r = etrun(["scale", "grow", "--remove", "127.0.0.1", "--timeout", "30s"], runtime)
+        assert r.returncode == 0, r.stderr
+        s = status(runtime, "grow")
+        assert [r["host"] for r in s["ranks"]] == ["localhost"] and s["world_size"] == 1
+    finally:
+        stop(job)
+    sizes = [e["world_size"] for e in map(json.loads, events.read_text().splitlines()) if e["event"] == "round"]
+    assert sizes[0] == 1 and 3 in sizes and sizes[-1] == 1
+
+
+def test_bad_scale_requests_are_usage_errors(runtime):
+    for args, message in [
+        (["scale"], "say what to change: --add HOST:SLOTS, --remove HOST, --to N or --clear"),
+        (["scale", "--add", "h:0"], "--add: expected HOST:SLOTS with at least 1 slot, got 'h:0'"),
+        (["scale", "--to", "3", "--timeout", "soon"], "--timeout: expected a duration such as 90s, 10m or 1h, got 'soon'"),
+    ]:
+        r = etrun(args, runtime)
+        assert r.returncode == 2, args
+        assert r.stderr == f"etrun: error: {message}\n"
+    r = etrun(["scale", "--add", "h:1", "--remove", "h"], runtime)
+    assert r.returncode == 2 and r.stderr.startswith("etrun: error: ")
+
+
+def test_the_verbs_are_verbs_only_as_the_first_argument(runtime, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "status").write_text("#!/bin/sh\necho a program named status\n")
+    (bin_dir / "status").chmod(0o755)
+    env = dict(runtime, PATH=f"{bin_dir}:{os.environ['PATH']}")
+    for args in (["-np", "1", "status"], ["--", "status"]):
+        if args[0] == "--":
+            args = ["-np", "1", "--", "status"]
+        r = etrun(args, env)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "[0]<stdout>:a program named status\n"
