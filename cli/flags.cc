@@ -810,13 +810,13 @@ std::string CheckBuildText() {
       << "    Available Launch Modes:\n"
       << "        [X] Local processes (static Gloo)\n"
       << "        [X] SSH to remote hosts (libssh2)\n"
-      << "        [X] Elastic (Horovod's protocol, local hosts)\n\n"
+      << "        [X] Elastic (Horovod's protocol and restart mode; local and SSH hosts)\n\n"
       << "    Available Controllers:\n"
       << "        [X] Gloo\n"
       << "        " << MpiBuildLine() << "\n\n"
       << "    Found at Build Time:\n"
       << "        " << mark(kCuda) << " CUDA\n"
-      << "        " << mark(kNccl) << " NCCL\n";
+      << "        " << mark(kNccl) << " NCCL (etrun-smoke's GPU allreduce)\n";
   return out.str();
 }
 

@@ -618,7 +618,7 @@ TEST_CASE("check-build prints the build matrix and whether mpirun is on PATH") {
       CHECK(out.find("etrun v" ETRUN_VERSION " (Horovod 0.28.1 launcher protocol):") == 0);
       CHECK(out.find("[X] Local processes (static Gloo)") != std::string::npos);
       CHECK(out.find("[X] SSH to remote hosts (libssh2)") != std::string::npos);
-      CHECK(out.find("[X] Elastic (Horovod's protocol, local hosts)") != std::string::npos);
+      CHECK(out.find("[X] Elastic (Horovod's protocol and restart mode; local and SSH hosts)") != std::string::npos);
       CHECK(out.find("[X] Gloo") != std::string::npos);
       CHECK(out.find("[ ] MPI (no mpirun on PATH)") != std::string::npos);
 #if defined(ETRUN_HAVE_CUDA) && ETRUN_HAVE_CUDA
