@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   try {
     std::vector<std::string> environment;
     for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
+    etrun::launcher::LocalSpawner::RaiseOpenFileLimit();
     etrun::launcher::LocalSpawner local;
     return etrun::launcher::Driver(config, &local, std::move(environment)).Run();
   } catch (const std::exception& e) {

@@ -12,6 +12,7 @@ bool ParseDiscoveryOutput(std::string_view output, int default_slots,
   std::map<std::string, size_t, std::less<>> index;
   int line_no = 0;
   size_t pos = 0;
+  bool capped = false;
   while (pos < output.size()) {
     size_t nl = output.find('\n', pos);
     std::string_view raw = output.substr(pos, nl == std::string_view::npos ? output.npos : nl - pos);
@@ -37,6 +38,14 @@ bool ParseDiscoveryOutput(std::string_view output, int default_slots,
       *err = where + "expected host or host:slots (letters, digits, '.', '_', '-'), got \"" +
              std::string(line) + "\"";
       return false;
+    }
+    if (parsed.size() >= kMaxDiscoveredHosts && index.find(name) == index.end()) {
+      if (!capped) {
+        warnings->push_back(where + "more than " + std::to_string(kMaxDiscoveredHosts) +
+                            " hosts listed: using the first " + std::to_string(kMaxDiscoveredHosts));
+      }
+      capped = true;
+      continue;
     }
     auto [it, inserted] = index.try_emplace(std::string(name), parsed.size());
     if (inserted) {

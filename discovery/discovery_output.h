@@ -13,6 +13,10 @@
 
 namespace etrun::discovery {
 
+// At most this many distinct hosts are taken from one discovery run; the rest are ignored with a
+// warning.
+inline constexpr size_t kMaxDiscoveredHosts = 10000;
+
 // Parses `output`. `default_slots` is --slots-per-host (or 1). Empty output is legal: no hosts
 // yet. On success fills *hosts (in first-appearance order) and appends a message per duplicate to
 // *warnings. On a bad line returns false, sets *err ("line 3: ..."), leaves *hosts unchanged.

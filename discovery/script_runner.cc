@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace etrun::discovery {
@@ -78,6 +79,7 @@ ScriptResult ShellScriptRunner::RunOnce(const std::string& script, std::chrono::
   auto deadline = std::chrono::steady_clock::now() + timeout;
   bool out_open = true, err_open = true, timed_out = false, cancelled = false;
   char buf[65536];
+  bool output_overflow = false, errors_overflow = false;
   while (out_open || err_open) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
@@ -97,7 +99,13 @@ ScriptResult ShellScriptRunner::RunOnce(const std::string& script, std::chrono::
       if (fds[i].revents == 0) continue;
       ssize_t got = read(i == 0 ? out[0] : err[0], buf, sizeof(buf));
       if (got > 0) {
-        (i == 0 ? result.output : result.errors).append(buf, static_cast<size_t>(got));
+        // Bounded: a runaway script must not grow etrun without limit. The rest is drained
+        // (so the script is not blocked) and dropped.
+        std::string& text = i == 0 ? result.output : result.errors;
+        size_t cap = i == 0 ? kMaxScriptOutput : kMaxScriptErrors;
+        size_t room = text.size() < cap ? cap - text.size() : 0;
+        text.append(buf, std::min(room, static_cast<size_t>(got)));
+        if (static_cast<size_t>(got) > room) (i == 0 ? output_overflow : errors_overflow) = true;
       } else if (got == 0 || errno != EINTR) {
         (i == 0 ? out_open : err_open) = false;
       }
@@ -110,8 +118,12 @@ ScriptResult ShellScriptRunner::RunOnce(const std::string& script, std::chrono::
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  if (errors_overflow) result.errors += "\n[etrun: the script's stderr was cut at 64 KiB]\n";
   if (cancelled) {
     result.failure = "cancelled";
+  } else if (output_overflow) {
+    result.failure = "printed more than " + std::to_string(kMaxScriptOutput >> 20) +
+                     " MiB on stdout (etrun reads at most that: one host:slots line per host)";
   } else if (timed_out) {
     char text[64];
     snprintf(text, sizeof(text), "timed out after %.1f s", timeout.count() / 1000.0);

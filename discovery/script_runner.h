@@ -12,10 +12,15 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <cstddef>
 #include <string>
 #include <thread>
 
 namespace etrun::discovery {
+
+// What etrun keeps of one discovery run: more stdout fails the run; more stderr is cut.
+inline constexpr size_t kMaxScriptOutput = 1 << 20;
+inline constexpr size_t kMaxScriptErrors = 64 << 10;
 
 struct ScriptResult {
   bool ok = false;         // exited 0 within the timeout

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -225,6 +226,26 @@ LaunchSpec RemoteLaunchSpec(const JobConfig& config, const std::vector<std::stri
   return spec;
 }
 
+bool EnsureFileLimit(int ranks, bool rank_files, std::string* err) {
+  // Per rank: two output pipes and a short-lived exec-status pipe (plus two log files).
+  rlim_t want = static_cast<rlim_t>(ranks) * (rank_files ? 5 : 3) + 64;
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= want) return true;
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < want) {
+    *err = fmt::format("{} ranks need about {} open files but the hard limit is {} (ulimit -Hn): "
+                       "raise it, or start fewer ranks per etrun", ranks, want, limit.rlim_max);
+    return false;
+  }
+  limit.rlim_cur = want;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    *err = fmt::format("{} ranks need about {} open files and the limit cannot be raised: {}", ranks,
+                       want, strerror(errno));
+    return false;
+  }
+  spdlog::debug("raised the open-file limit to {} for {} ranks", want, ranks);
+  return true;
+}
+
 std::string JobName(const JobConfig& config) {
   if (!config.job_name.empty()) return config.job_name;
   auto base = [](const std::string& path) {
@@ -323,6 +344,9 @@ int Driver::RunStatic() {
   StaticPlan plan;
   std::string err;
   if (!PlanStaticJob(config_, discovery::LocalInterfaces(), &plan, &err)) return End(kExitUsage, err);
+  if (!EnsureFileLimit(static_cast<int>(plan.slots.size()), !config_.output_filename.empty(), &err)) {
+    return End(kExitUsage, err);
+  }
   // Fail before starting anything when the command cannot run at all.
   std::string path_env;
   for (const std::string& kv : environ_) {

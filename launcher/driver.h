@@ -75,6 +75,10 @@ std::chrono::milliseconds GracePeriod(const JobConfig& config);
 int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std::string>& environment,
                EventLog* events);
 
+// Raises the soft open-file limit when `ranks` local ranks need more descriptors than it allows.
+// Returns false and sets *err when even the hard limit is too low.
+bool EnsureFileLimit(int ranks, bool rank_files, std::string* err);
+
 // --job-name, or a name derived from the command: the script's or program's base name without
 // its extension (`python3 /x/train.py` -> "train"); used by events and the control endpoint.
 std::string JobName(const JobConfig& config);

@@ -242,6 +242,11 @@ int RunElastic(const JobConfig& config, Spawner* spawner, const std::vector<std:
     spdlog::error("{}", err);
     return kExitUsage;
   }
+  int most_ranks = config.max_np.value_or(std::max(config.num_proc.value_or(1), 4096));
+  if (!EnsureFileLimit(most_ranks, !config.output_filename.empty(), &err) && config.max_np) {
+    spdlog::error("{}", err);
+    return kExitUsage;
+  }
   run.elastic = true;
   run.rendezvous_addr = driver_ip;
   run.master_addr = driver_ip;

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,10 @@ namespace {
 void CloseIf(int fd) {
   if (fd >= 0) close(fd);
 }
+
+// The open-file limit ranks get: etrun's own before RaiseOpenFileLimit raised it.
+struct rlimit g_child_nofile;
+bool g_restore_nofile = false;
 
 // Runs in the forked child: only async-signal-safe calls until execve.
 [[noreturn]] void ExecChild(pid_t parent, const char* path, char* const* argv, char* const* sh_argv,
@@ -34,6 +39,7 @@ void CloseIf(int fd) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (g_restore_nofile) setrlimit(RLIMIT_NOFILE, &g_child_nofile);
   execve(path, argv, envp);
   int e = errno;
   // A script without "#!": run it with /bin/sh, as execvp does.
@@ -48,6 +54,14 @@ bool IsExecutableFile(const std::string& path) {
 }
 
 }  // namespace
+
+void LocalSpawner::RaiseOpenFileLimit() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  g_child_nofile = limit;
+  limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? (1 << 20) : std::min<rlim_t>(limit.rlim_max, 1 << 20);
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) g_restore_nofile = true;
+}
 
 std::string LocalSpawner::ResolveProgram(const std::string& name, const std::string& path_env,
                                          std::string* err) {

@@ -43,6 +43,10 @@ class LocalSpawner : public Spawner {
   // sets *err, e.g. "Permission denied"; the child then exits 127). Closes exec_status_fd.
   static bool AwaitExec(SpawnedProcess* process, std::string* err);
 
+  // Raises etrun's soft open-file limit to the hard limit (the rendezvous server may hold
+  // thousands of connections); ranks started afterwards get the original soft limit back.
+  static void RaiseOpenFileLimit();
+
   // Resolves a command name through PATH as execvp would. Returns "" and sets *err when there is
   // no executable of that name.
   static std::string ResolveProgram(const std::string& name, const std::string& path_env,

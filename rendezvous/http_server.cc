@@ -6,6 +6,7 @@
 
 #include <boost/asio/ip/address_v4.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
@@ -140,7 +141,21 @@ void HttpServer::Accept() {
     if (!ec) {
       socket.set_option(tcp::no_delay(true), ec);
       std::make_shared<Connection>(std::move(socket), handler_, limits_, alive_)->Start();
+    } else if (ec == asio::error::no_descriptors || ec.value() == ENFILE || ec == asio::error::no_buffer_space ||
+               ec == asio::error::no_memory) {
+      // Out of descriptors: the pending connection stays queued; try again shortly instead of
+      // spinning on accept. Open connections keep being served meanwhile.
+      if (!out_of_descriptors_) {
+        spdlog::warn("rendezvous server: cannot accept more connections ({}); retrying", ec.message());
+      }
+      out_of_descriptors_ = true;
+      auto timer = std::make_shared<asio::steady_timer>(*io_, std::chrono::milliseconds(100));
+      timer->async_wait([this, alive, timer](beast::error_code) {
+        if (alive.lock() && acceptor_.is_open()) Accept();
+      });
+      return;
     }
+    if (!ec) out_of_descriptors_ = false;
     if (acceptor_.is_open()) Accept();
   });
 }

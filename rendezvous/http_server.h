@@ -82,6 +82,7 @@ class HttpServer {
   boost::asio::ip::tcp::acceptor acceptor_;
   int port_ = 0;
   const AccessList* access_ = nullptr;
+  bool out_of_descriptors_ = false;  // warned about EMFILE on accept
   std::set<uint32_t> refused_;  // addresses already logged
   std::shared_ptr<bool> alive_;
 };

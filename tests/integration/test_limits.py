@@ -1,0 +1,97 @@
+"""Limits: many ranks, many rendezvous connections, a slow client, a runaway discovery script."""
+import os
+import resource
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import ETRUN, PYTHON, WORKER, processes_with_marker, rank_lines, run_etrun
+
+
+def test_256_local_ranks_start_and_stop_cleanly(marker_env):
+    r = run_etrun(["-np", "256", "sh", "-c", 'echo "$HOROVOD_RANK of $HOROVOD_SIZE"'],
+                  env=marker_env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = rank_lines(r.stdout.decode())
+    assert lines == {rank: [f"{rank} of 256"] for rank in range(256)}
+    assert processes_with_marker(next(iter(marker_env.values()))) == []
+
+
+def test_a_low_open_file_limit_is_raised_or_named():
+    # Soft 256 is too few for 256 ranks, but the hard limit allows more: etrun raises it, and
+    # the ranks get the original soft limit back.
+    r = subprocess.run(["prlimit", "--nofile=256:4096", ETRUN, "-np", "256", "sh", "-c", "ulimit -n"],
+                       capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert set(l for lines in rank_lines(r.stdout.decode()).values() for l in lines) == {"256"}
+    r = subprocess.run(["prlimit", "--nofile=100:100", ETRUN, "-np", "256", "true"],
+                       capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2
+    assert r.stderr.decode() == ("etrun: error: 256 ranks need about 832 open files but the hard "
+                                 "limit is 100 (ulimit -Hn): raise it, or start fewer ranks per etrun\n")
+
+
+def get(port, path="/probe/key"):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode())
+        return int(s.recv(4096).split()[1])
+
+
+def test_the_rendezvous_server_serves_beside_10000_idle_connections_and_a_slow_client():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 10100:
+        pytest.skip(f"the hard open-file limit ({hard}) is below 10,100")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 10100), hard))
+    proc = subprocess.Popen([ETRUN, "-np", "1", "sh", "-c",
+                             'echo "port $HOROVOD_GLOO_RENDEZVOUS_PORT"; exec sleep 60'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    idle = []
+    try:
+        port = int(proc.stdout.readline().decode().split("port ")[1])
+        slow = socket.create_connection(("127.0.0.1", port), timeout=30)
+        slow_since = time.monotonic()
+        slow.sendall(b"GET /slow")  # a slow-loris: never finishes its request line
+        for _ in range(10000):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=30))
+        assert get(port) == 404  # still served: a missing key
+        assert get(port, "/a/b/c") == 400
+        # The slow client is cut off after the server's read timeout (10 s), not kept forever.
+        slow.settimeout(30)
+        reply = slow.recv(4096)
+        if reply:  # answered with an error status, then closed
+            assert reply.startswith(b"HTTP/1.1 4"), reply
+            assert slow.recv(4096) == b""
+        assert 8 < time.monotonic() - slow_since < 25
+        assert proc.poll() is None
+    finally:
+        for s in idle:
+            s.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def write_script(tmp_path, body):
+    path = tmp_path / "discover.sh"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_a_discovery_script_listing_100000_hosts_is_capped_with_a_warning(tmp_path):
+    script = write_script(tmp_path, "echo localhost:1\ni=0; while [ $i -lt 100000 ]; do echo h$i:1; i=$((i+1)); done\n")
+    r = run_etrun(["-np", "1", "--max-np", "1", "--host-discovery-script", script, "true"], timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "more than 10000 hosts listed: using the first 10000" in r.stderr.decode()
+
+
+def test_a_discovery_script_printing_more_than_1_mib_fails_clearly(tmp_path):
+    script = write_script(tmp_path, f"exec {PYTHON} -c \"print('localhost:1\\n' * 200000)\"\n")
+    r = run_etrun(["-np", "1", "--host-discovery-script", script, "true"], timeout=120)
+    assert r.returncode == 1
+    assert r.stderr.decode().startswith(
+        "etrun: error: the host discovery script failed (printed more than 1 MiB on stdout (etrun "
+        "reads at most that: one host:slots line per host))")
