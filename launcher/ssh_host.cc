@@ -20,6 +20,7 @@
 #include <mutex>
 #include <random>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -39,6 +40,31 @@ std::string SessionError(LIBSSH2_SESSION* session) {
   char* message = nullptr;
   libssh2_session_last_error(session, &message, nullptr, 0);
   return message != nullptr && *message != '\0' ? message : "unknown libssh2 error";
+}
+
+// Sets the session's preference for `method_type` to the names in `wanted` (comma-separated, in
+// order) that this libssh2 supports. libssh2 1.10 (Debian 12) drops unsupported names itself with
+// an overlapping memcpy -- undefined behaviour that ASan reports, and "rsa-sha2-512" is one it
+// lacks -- so it is only ever handed names it knows.
+void PreferMethods(LIBSSH2_SESSION* session, int method_type, std::string_view wanted) {
+  const char** algs = nullptr;
+  int count = libssh2_session_supported_algs(session, method_type, &algs);
+  if (count <= 0) return;  // libssh2's own defaults then
+  std::string supported;
+  while (!wanted.empty()) {
+    size_t comma = wanted.find(',');
+    std::string_view name = wanted.substr(0, comma);
+    wanted.remove_prefix(comma == std::string_view::npos ? wanted.size() : comma + 1);
+    for (int i = 0; i < count; ++i) {
+      if (name == algs[i]) {
+        if (!supported.empty()) supported += ',';
+        supported += name;
+        break;
+      }
+    }
+  }
+  libssh2_free(session, algs);
+  if (!supported.empty()) libssh2_session_method_pref(session, method_type, supported.c_str());
 }
 
 // Connects with a timeout; the socket comes back non-blocking. Returns -1 with *err set.
@@ -281,12 +307,12 @@ Session* SshHost::State::OpenSession(std::string* err) {
   libssh2_session_set_blocking(s->ssh, 0);
   // Prefer the cheap modern key exchange OpenSSH's client uses; libssh2 would otherwise settle on
   // a Diffie-Hellman group exchange whose big modular arithmetic costs the server ~10x more CPU.
-  libssh2_session_method_pref(s->ssh, LIBSSH2_METHOD_KEX,
-                              "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,"
-                              "ecdh-sha2-nistp384,diffie-hellman-group14-sha256,"
-                              "diffie-hellman-group-exchange-sha256");
-  libssh2_session_method_pref(s->ssh, LIBSSH2_METHOD_HOSTKEY,
-                              "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256,ssh-rsa");
+  PreferMethods(s->ssh, LIBSSH2_METHOD_KEX,
+                "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,"
+                "ecdh-sha2-nistp384,diffie-hellman-group14-sha256,"
+                "diffie-hellman-group-exchange-sha256");
+  PreferMethods(s->ssh, LIBSSH2_METHOD_HOSTKEY,
+                "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256,ssh-rsa");
   Session* raw = s.get();
   sessions.push_back(std::move(s));
   int timeout_ms = target.connect_timeout_s * 1000;
