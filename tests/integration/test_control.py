@@ -147,3 +147,27 @@ def test_the_verbs_are_verbs_only_as_the_first_argument(runtime, tmp_path):
         r = etrun(args, env)
         assert r.returncode == 0, r.stderr
         assert r.stdout == "[0]<stdout>:a program named status\n"
+
+
+def test_scale_grows_and_drains_a_horovod_protocol_job_without_losing_a_step(runtime, tmp_path, marker_env):
+    from test_elastic_protocol import HOSTNAME, ElasticJob, committed_steps, sizes_in_order
+    events = tmp_path / "events.jsonl"
+    job = ElasticJob(tmp_path, dict(marker_env, **runtime), ["localhost", "127.0.0.1"], steps=150,
+                     extra=["--job-name", "hvd", "--events-file", str(events), "--grace-period", "30"])
+    assert job.wait_for_size(2)
+    r = etrun(["scale", "hvd", "--add", f"{HOSTNAME}:1", "--timeout", "60s"], runtime)
+    assert r.returncode == 0, r.stderr
+    assert job.wait_for_size(3)
+    r = etrun(["scale", "hvd", "--remove", "127.0.0.1", "--timeout", "60s"], runtime)
+    assert r.returncode == 0, r.stderr
+    assert job.wait_for_size(2)
+    rc, err = job.finish()
+    assert rc == 0, err
+    lines = job.lines()
+    assert sizes_in_order(lines) == [2, 3, 2]
+    assert committed_steps(lines) == set(range(150))
+    exits = [json.loads(l) for l in events.read_text().splitlines()]
+    removed = [e for e in exits if e["event"] == "rank_exited" and e["host"] == "127.0.0.1"]
+    # Drained at its next commit: it left on its own, long before the 30 s grace period's SIGKILL.
+    assert len(removed) == 1 and removed[0]["reason"] == "drained", removed
+    assert removed[0]["signal"] != 9
