@@ -33,13 +33,7 @@ bool g_restore_nofile = false;
     (void)!write(status_w, &e, sizeof(e));
     _exit(127);
   }
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (g_restore_nofile) setrlimit(RLIMIT_NOFILE, &g_child_nofile);
+  ResetProcessForExec();
   execve(path, argv, envp);
   int e = errno;
   // A script without "#!": run it with /bin/sh, as execvp does.
@@ -54,6 +48,16 @@ bool IsExecutableFile(const std::string& path) {
 }
 
 }  // namespace
+
+void ResetProcessForExec() {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (g_restore_nofile) setrlimit(RLIMIT_NOFILE, &g_child_nofile);
+}
 
 void LocalSpawner::RaiseOpenFileLimit() {
   struct rlimit limit;

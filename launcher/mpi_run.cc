@@ -73,12 +73,7 @@ bool CrossMemoryAttachWorks() {
     (void)!write(status_w, &e, sizeof(e));
     _exit(127);
   }
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
+  ResetProcessForExec();
   execve(path, argv, envp);
   int e = errno;
   (void)!write(status_w, &e, sizeof(e));

@@ -24,6 +24,10 @@ struct SpawnedProcess {
   int exec_status_fd = -1;  // see LocalSpawner::AwaitExec
 };
 
+// In a forked child, before execve (async-signal-safe): default signal dispositions, an empty
+// signal mask, and the open-file limit etrun started with (see RaiseOpenFileLimit).
+void ResetProcessForExec();
+
 class Spawner {
  public:
   virtual ~Spawner() = default;
