@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <string_view>
 
 #include <libssh2.h>
 
@@ -46,6 +48,31 @@ std::string SessionError(LIBSSH2_SESSION* session) {
   char* message = nullptr;
   libssh2_session_last_error(session, &message, nullptr, 0);
   return message != nullptr ? message : "unknown libssh2 error";
+}
+
+// Sets the session's preference for `method_type` to the names in `wanted` (comma-separated, in
+// order) that this libssh2 supports. libssh2 1.10 (Debian 12) drops unsupported names itself with
+// an overlapping memcpy -- undefined behaviour that ASan reports, and "rsa-sha2-512" is one it
+// lacks -- so it is only ever handed names it knows.
+void PreferMethods(LIBSSH2_SESSION* session, int method_type, std::string_view wanted) {
+  const char** algs = nullptr;
+  int count = libssh2_session_supported_algs(session, method_type, &algs);
+  if (count <= 0) return;  // libssh2's own defaults then
+  std::string supported;
+  while (!wanted.empty()) {
+    size_t comma = wanted.find(',');
+    std::string_view name = wanted.substr(0, comma);
+    wanted.remove_prefix(comma == std::string_view::npos ? wanted.size() : comma + 1);
+    for (int i = 0; i < count; ++i) {
+      if (name == algs[i]) {
+        if (!supported.empty()) supported += ',';
+        supported += name;
+        break;
+      }
+    }
+  }
+  libssh2_free(session, algs);
+  if (!supported.empty()) libssh2_session_method_pref(session, method_type, supported.c_str());
 }
 
 // Connects with a timeout. Returns the socket, or -1 with *err set.
@@ -232,6 +259,38 @@ int Pump(LIBSSH2_SESSION* session, LIBSSH2_CHANNEL* channel, int sock) {
   return libssh2_channel_get_exit_status(channel);
 }
 
+// Handshake, host key, authentication, then the command and its relay on `session`, connected
+// on `sock`. Returns the rank's exit code, or kSshFailure after printing why; sets *handshaken
+// once the SSH handshake is done. The caller frees the session on every path (LeakSanitizer
+// checks the helper's exits too).
+int RunSession(const SshTarget& t, const std::string& command, LIBSSH2_SESSION* session, int sock,
+               bool* handshaken) {
+  libssh2_session_set_timeout(session, t.connect_timeout_s * 1000L);
+  // Prefer the cheap modern key exchange OpenSSH's client uses; libssh2 would otherwise settle on
+  // a Diffie-Hellman group exchange whose big modular arithmetic costs the server ~10x more CPU.
+  PreferMethods(session, LIBSSH2_METHOD_KEX,
+                "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,"
+                "ecdh-sha2-nistp384,diffie-hellman-group14-sha256,"
+                "diffie-hellman-group-exchange-sha256");
+  PreferMethods(session, LIBSSH2_METHOD_HOSTKEY,
+                "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256,ssh-rsa");
+  if (libssh2_session_handshake(session, sock) != 0) {
+    return Fail(t, "SSH handshake failed: " + SessionError(session));
+  }
+  *handshaken = true;
+  std::string err;
+  if (!CheckHostKey(session, t, &err)) return Fail(t, err);
+  if (!Authenticate(session, t, &err)) return Fail(t, err);
+  libssh2_session_set_timeout(session, 0);
+  LIBSSH2_CHANNEL* channel = libssh2_channel_open_session(session);
+  if (channel == nullptr) return Fail(t, "cannot open a session channel: " + SessionError(session));
+  int code = libssh2_channel_exec(channel, command.c_str()) != 0
+                 ? Fail(t, "cannot run the command: " + SessionError(session))
+                 : Pump(session, channel, sock);
+  libssh2_channel_free(channel);
+  return code;
+}
+
 }  // namespace
 
 std::string ShellQuote(const std::string& word) {
@@ -285,29 +344,10 @@ int SshRankMain(int argc, char** argv) {
   if (sock < 0) return Fail(t, err);
   if (libssh2_init(0) != 0) return Fail(t, "cannot initialize libssh2");
   LIBSSH2_SESSION* session = libssh2_session_init();
-  libssh2_session_set_timeout(session, t.connect_timeout_s * 1000L);
-  // Prefer the cheap modern key exchange OpenSSH's client uses; libssh2 would otherwise settle on
-  // a Diffie-Hellman group exchange whose big modular arithmetic costs the server ~10x more CPU.
-  libssh2_session_method_pref(session, LIBSSH2_METHOD_KEX,
-                              "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,"
-                              "ecdh-sha2-nistp384,diffie-hellman-group14-sha256,"
-                              "diffie-hellman-group-exchange-sha256");
-  libssh2_session_method_pref(session, LIBSSH2_METHOD_HOSTKEY,
-                              "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256,ssh-rsa");
-  if (libssh2_session_handshake(session, sock) != 0) {
-    return Fail(t, "SSH handshake failed: " + SessionError(session));
-  }
-  if (!CheckHostKey(session, t, &err)) return Fail(t, err);
-  if (!Authenticate(session, t, &err)) return Fail(t, err);
-  libssh2_session_set_timeout(session, 0);
-  LIBSSH2_CHANNEL* channel = libssh2_channel_open_session(session);
-  if (channel == nullptr) return Fail(t, "cannot open a session channel: " + SessionError(session));
-  if (libssh2_channel_exec(channel, command.c_str()) != 0) {
-    return Fail(t, "cannot run the command: " + SessionError(session));
-  }
-  int code = Pump(session, channel, sock);
-  libssh2_channel_free(channel);
-  libssh2_session_disconnect(session, "done");
+  if (session == nullptr) return Fail(t, "cannot create an SSH session");
+  bool handshaken = false;
+  int code = RunSession(t, command, session, sock, &handshaken);
+  if (handshaken) libssh2_session_disconnect(session, "done");
   libssh2_session_free(session);
   close(sock);
   libssh2_exit();
