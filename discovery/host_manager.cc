@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 namespace etrun::discovery {
 
@@ -73,9 +75,9 @@ std::vector<HostSlots> HostManager::Available() const {
 }
 
 int HostManager::AvailableSlots() const {
-  int total = 0;
+  int64_t total = 0;  // counts are ints >= 0, so this cannot overflow
   for (const HostSlots& h : Available()) total += h.slots;
-  return total;
+  return static_cast<int>(std::min<int64_t>(total, std::numeric_limits<int>::max()));
 }
 
 bool HostManager::IsBlacklisted(const std::string& host) const {

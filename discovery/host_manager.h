@@ -40,6 +40,7 @@ class HostManager {
 
   // Hosts that are discovered and not blacklisted, in assignment order.
   std::vector<HostSlots> Available() const;
+  // Their total slots, capped at INT_MAX (a script may print huge counts).
   int AvailableSlots() const;
 
   bool IsBlacklisted(const std::string& host) const;

@@ -140,8 +140,8 @@ bool ParseHostfile(std::string_view path, std::string_view contents,
   return true;
 }
 
-int TotalSlots(const std::vector<HostSlots>& hosts) {
-  int total = 0;
+int64_t TotalSlots(const std::vector<HostSlots>& hosts) {
+  int64_t total = 0;
   for (const HostSlots& h : hosts) total += h.slots;
   return total;
 }

@@ -3,6 +3,7 @@
 #ifndef ETRUN_DISCOVERY_HOST_SLOTS_H_
 #define ETRUN_DISCOVERY_HOST_SLOTS_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,8 +39,8 @@ bool IsValidHostName(std::string_view name);
 // `text` without leading and trailing whitespace (spaces, tabs, CR, LF, VT, FF).
 std::string_view TrimWhitespace(std::string_view text);
 
-// Total slots of all hosts.
-int TotalSlots(const std::vector<HostSlots>& hosts);
+// Total slots of all hosts, in 64 bits: each count may be up to INT_MAX.
+int64_t TotalSlots(const std::vector<HostSlots>& hosts);
 
 // Formats hosts back as `-H` text (`a:2,b:1`), for messages and mpirun.
 std::string FormatHosts(const std::vector<HostSlots>& hosts);

@@ -163,7 +163,8 @@ void RankSet::Resume() {
 }
 
 void RankSet::Reap() {
-  // By index: MaybeFinish's callback may start ranks, which grows ranks_ under us.
+  // By index, not by iterator: a finish callback may Start() ranks and so reallocate ranks_
+  // (elastic mode does, on a rank's exit). Ranks started meanwhile are checked too.
   for (size_t i = 0; i < ranks_.size(); ++i) {
     Rank* r = ranks_[i].get();
     if (r->exited) continue;
@@ -173,12 +174,11 @@ void RankSet::Reap() {
     r->exited = true;
     r->status = ExitStatus::FromWaitStatus(status);
     spdlog::debug("rank {} on {} (pid {}) {}", r->rank, r->host, r->process.pid, r->status.Describe());
-    Rank* raw = r;
     r->drain_timer.expires_after(drain_grace_);
-    r->drain_timer.async_wait([this, raw](const boost::system::error_code& ec) {
-      if (!ec) OnDrainTimer(raw, 1);
+    r->drain_timer.async_wait([this, r](const boost::system::error_code& ec) {
+      if (!ec) OnDrainTimer(r, 1);
     });
-    MaybeFinish(raw);
+    MaybeFinish(r);
   }
 }
 

@@ -2,6 +2,7 @@
 # scripts/setup.sh and scripts/test.sh; `ensure_packages` installs only what is missing.
 ETRUN_PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
+  libasan8 libtsan2 libubsan1
   libcli11-dev libboost-dev libboost-filesystem-dev libboost-system-dev
   libssh2-1-dev libssl-dev libopenmpi-dev openmpi-bin
   libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev

@@ -1,16 +1,62 @@
 #!/usr/bin/env bash
-# Runs etrun's whole test suite: installs missing packages, builds if needed, then runs the unit
-# tests (doctest) and the integration tests (real processes, real Python) through ctest, after a
-# short libFuzzer pass over the HTTP request path and the pickle/Wire readers (scripts/fuzz.sh).
-# Non-zero exit on any failure. CI (CI=true) builds with -Werror.
+# Runs etrun's whole test suite: installs missing packages, then
+#   1. builds build/ (Release) and runs a short libFuzzer pass, 6 s per fuzz target
+#      (scripts/fuzz.sh), the unit tests (doctest) and the integration tests (real processes, real
+#      Python) through ctest;
+#   2. builds build-asan/ (AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer) and runs
+#      the same ctest suite against the instrumented etrun;
+#   3. builds build-tsan/ (ThreadSanitizer) and runs the unit tests and the integration tests
+#      again.
+# Any sanitizer report, in any process (etrun, its `__ssh_rank` helpers, the test binary), fails
+# the run (see scripts/sanitizer_logs.sh). ETRUN_SANITIZERS=0 skips stages 2 and 3 locally; CI
+# (CI=true) always runs them and builds with -Werror. Prints how long each stage took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 ensure_packages
 werror=OFF
 if [ "${CI:-}" = "true" ]; then werror=ON; fi
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DETRUN_WERROR=$werror >/dev/null
-cmake --build build -j2
-scripts/fuzz.sh "${ETRUN_FUZZ_SECONDS:-10}"
-cd build
-ctest --output-on-failure --timeout 1200
+
+timings=()
+stage() {  # stage NAME COMMAND...: runs and times one stage
+  local name=$1 start=$SECONDS
+  shift
+  echo "etrun: == $name" >&2
+  "$@"
+  timings+=("$(printf '%-28s %4d s' "$name" $((SECONDS - start)))")
+}
+report() {
+  echo "etrun: stage times:" >&2
+  printf '  %s\n' "${timings[@]}" >&2
+}
+trap report EXIT
+
+build() {  # build DIR TARGETS... -- CMAKE_ARGS...
+  local dir=$1 targets=()
+  shift
+  while [ "$1" != "--" ]; do targets+=(--target "$1"); shift; done
+  shift
+  cmake -S . -B "$dir" -DETRUN_WERROR=$werror "$@" >/dev/null
+  cmake --build "$dir" -j2 "${targets[@]}"
+}
+run_ctest() {
+  (cd "$1" && ctest --output-on-failure --timeout 1200)
+}
+
+stage "release build" build build all -- -DCMAKE_BUILD_TYPE=Release
+stage "fuzz (build + run)" scripts/fuzz.sh "${ETRUN_FUZZ_SECONDS:-6}"
+stage "release tests" run_ctest build
+
+if [ "${ETRUN_SANITIZERS:-1}" != "0" ] || [ "${CI:-}" = "true" ]; then
+  # GCC, as the release build. -O0 for ASan/UBSan: GCC's UBSan instrumentation makes optimized
+  # builds of the Boost.Asio/Beast files several times slower to compile, and etrun spends its
+  # time waiting, not computing. -O1 for TSan, whose per-access cost hurts unoptimized code most.
+  stage "asan+ubsan build" build build-asan etrun etrun_tests -- \
+    -DCMAKE_BUILD_TYPE=Debug -DETRUN_SANITIZE=address,undefined
+  stage "asan+ubsan tests" run_ctest build-asan
+  stage "tsan build" build build-tsan etrun etrun_tests -- \
+    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1 -DETRUN_SANITIZE=thread
+  stage "tsan tests" run_ctest build-tsan
+else
+  echo "etrun: ETRUN_SANITIZERS=0: skipping the ASan/UBSan and TSan stages" >&2
+fi

@@ -1,5 +1,7 @@
 #include "discovery/host_manager.h"
 
+#include <limits>
+
 #include <doctest/doctest.h>
 
 using etrun::discovery::HostManager;
@@ -42,6 +44,14 @@ TEST_CASE("the first order follows the script; later hosts append so survivors k
   m.Update({{"localhost", 1}, {"new", 2}, {"127.0.0.1", 1}}, T(3));  // and comes back: last
   CHECK(Names(m.Available()) == std::vector<std::string>{"127.0.0.1", "new", "localhost"});
   CHECK(m.AvailableSlots() == 4);
+}
+
+TEST_CASE("huge slot counts from a script add up without overflowing") {
+  // Given two hosts with INT_MAX slots each (the parser allows any int), the total is capped at
+  // INT_MAX instead of overflowing (fuzz_host_slots's UBSan caught the same sum in TotalSlots).
+  HostManager m(std::nullopt, [] { return 0.0; });
+  m.Update({{"a", std::numeric_limits<int>::max()}, {"b", std::numeric_limits<int>::max()}}, T(0));
+  CHECK(m.AvailableSlots() == std::numeric_limits<int>::max());
 }
 
 TEST_CASE("without a cooldown range a blacklisted host is gone for good") {

@@ -1,11 +1,15 @@
 #include "discovery/host_slots.h"
 
+#include <cstdint>
+#include <limits>
+
 #include <doctest/doctest.h>
 
 using etrun::discovery::FormatHosts;
 using etrun::discovery::HostSlots;
 using etrun::discovery::ParseHostfile;
 using etrun::discovery::ParseHostsFlag;
+using etrun::discovery::TotalSlots;
 
 TEST_CASE("-H accepts host:slots pairs in order, with spaces around elements") {
   struct Case {
@@ -66,6 +70,13 @@ TEST_CASE("hostfiles take slots=N, comments, blank lines and bare hosts") {
   REQUIRE(ParseHostfile("hosts.txt", text, &hosts, &err));
   CHECK(hosts == std::vector<HostSlots>{{"node-a", 4}, {"node-b", 2}, {"node-c", 1}, {"node-d", 8}});
   CHECK(FormatHosts(hosts) == "node-a:4,node-b:2,node-c:1,node-d:8");
+}
+
+TEST_CASE("total slots are summed in 64 bits") {
+  // Each count may be INT_MAX; fuzz_host_slots's UBSan reported the old int sum overflowing.
+  int max = std::numeric_limits<int>::max();
+  CHECK(TotalSlots({{"a", max}, {"b", max}, {"c", 1}}) == 2 * int64_t{max} + 1);
+  CHECK(TotalSlots({}) == 0);
 }
 
 TEST_CASE("hostfile errors name the file and line") {

@@ -10,9 +10,21 @@ import uuid
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The binary under test: ctest sets ETRUN_BIN to its own build's etrun (build/, build-asan/,
+# build-tsan/), so each build's integration run exercises that build's binary.
 ETRUN = os.environ.get("ETRUN_BIN", os.path.join(ROOT, "build", "etrun"))
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
+
+
+def pytest_report_header(config):
+    return "etrun under test: " + ETRUN
+
+
+def pytest_sessionstart(session):
+    if not os.access(ETRUN, os.X_OK):
+        pytest.exit(f"etrun: error: no etrun binary at {ETRUN}: build it "
+                    "(cmake --build build) or point ETRUN_BIN at one", returncode=2)
 
 
 def run_etrun(args, timeout=120, env=None, **kwargs):

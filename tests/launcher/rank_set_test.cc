@@ -49,6 +49,8 @@ struct Harness {
   FILE* err = tmpfile();
   LocalSpawner spawner;
   std::vector<RankSet::Finished> finished;
+  // Runs inside the finish callback, after `finished` is updated (may start more ranks).
+  std::function<void(RankSet*, const RankOutput&, const RankSet::Finished&)> then;
 
   ~Harness() {
     fclose(out);
@@ -61,8 +63,9 @@ struct Harness {
     o.console_out = sink.AddDestination(fileno(out), false, "out");
     o.console_err = sink.AddDestination(fileno(err), false, "err");
     RankSet ranks(&io, &spawner, &sink, nullptr, std::chrono::milliseconds(2000));
-    ranks.set_on_finished([this, &ranks](const RankSet::Finished& f) {
+    ranks.set_on_finished([this, &ranks, &o](const RankSet::Finished& f) {
       finished.push_back(f);
+      if (then) then(&ranks, o, f);
       if (ranks.active() == 0) sigchld.cancel();
     });
     std::function<void(const boost::system::error_code&, int)> on_sig =
@@ -113,6 +116,31 @@ TEST_CASE("a rank finishes only after its output is drained, and its leftover ch
   CHECK(out.find("[0]<stdout>:parent\n") != std::string::npos);
   CHECK(out.find("[0]<stdout>:child\n") != std::string::npos);
   CHECK(took < std::chrono::seconds(30));  // not the child's 60 s sleep
+}
+
+TEST_CASE("a finish callback may start more ranks while exits are being reaped") {
+  // Given a rank that closes its output before it exits, so that it finishes inside Reap(), and a
+  // second rank after it in the table, when the callback starts four more ranks (the table grows
+  // and moves), reaping carries on over the new table and every rank runs to completion. Reap()
+  // once went on walking the old table: the ASan build reported the use after free.
+  Harness h;
+  h.then = [](RankSet* ranks, const RankOutput& o, const RankSet::Finished& f) {
+    if (f.rank != 0) return;
+    for (int i = 2; i <= 5; ++i) {
+      std::string e;
+      REQUIRE(ranks->Start(i, "localhost", Shell("echo again; exit " + std::to_string(i)), o, &e));
+      REQUIRE(ranks->AwaitExecs(&e));
+    }
+  };
+  h.RunAll({Shell("exec >&- 2>&-; sleep 0.3"), Shell("sleep 0.6; exit 1")});
+  REQUIRE(h.finished.size() == 6);
+  CHECK(h.finished[0].rank == 0);
+  std::sort(h.finished.begin(), h.finished.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+  for (int i = 0; i <= 5; ++i) CHECK(h.finished[i].status.ShellCode() == i);
+  std::string out = ReadAll(h.out);
+  for (int i = 2; i <= 5; ++i) {
+    CHECK(out.find("[" + std::to_string(i) + "]<stdout>:again\n") != std::string::npos);
+  }
 }
 
 TEST_CASE("a command that cannot be executed is reported by AwaitExecs, not silently lost") {
