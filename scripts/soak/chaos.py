@@ -29,6 +29,7 @@ and so what each action hits, still varies).
 """
 import argparse
 import collections
+import datetime
 import json
 import os
 import random
@@ -225,19 +226,36 @@ class Job:
         return [r for r in s.get("ranks", [])
                 if r.get("state") == "running" and r.get("pid") and r.get("rank") is not None]
 
-    def update_blacklist(self):
+    def events(self):
+        """The events so far (whole lines only); also keeps self.blacklisted up to date."""
         try:
             with open(self.events_path) as f:
-                lines = f.read().split("\n")[:-1]  # whole lines only
+                lines = f.read().split("\n")[:-1]
         except OSError:
-            return
-        for line in lines[self._events_seen:]:
-            e = json.loads(line)
+            return []
+        events = [json.loads(line) for line in lines]
+        for e in events[self._events_seen:]:
             if e["event"] == "host_blacklisted":
                 self.blacklisted.add(e["host"])
             elif e["event"] == "host_resurrected":
                 self.blacklisted.discard(e["host"])
-        self._events_seen = len(lines)
+        self._events_seen = len(events)
+        return events
+
+    def wait_event(self, predicate, timeout):
+        """Waits until some event after those seen so far matches; False on timeout."""
+        start = len(self.events())
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if any(predicate(e) for e in self.events()[start:]):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def discovered(self):
+        """The host list of the last discovery event, as {host: slots}."""
+        found = [e for e in self.events() if e["event"] == "discovery"]
+        return {h["host"]: h["slots"] for h in found[-1]["hosts"]} if found else {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,36 +263,97 @@ class Job:
 
 class Chaos:
     def __init__(self, rng, job, discovery, pool, marker, max_slots, min_pause, max_pause,
-                 failures_blacklist=True):
+                 failures_blacklist=True, record_dir=None):
         self.rng, self.job, self.disc, self.pool = rng, job, discovery, pool
+        self.record_dir = record_dir
         self.failures_blacklist = failures_blacklist
         self.marker, self.max_slots = marker, max_slots
         self.min_pause, self.max_pause = min_pause, max_pause
         self.counts = collections.Counter()
         self.hung = False
         self.removed_by_scale = None
+        self.overrides = {}  # host -> slots, or None for removed: what `etrun scale` set
         self.scale_results = []
+
+    def expected_hosts(self):
+        """What etrun should list: the hosts file with the scale overrides applied."""
+        hosts = {h: n for h, n in self.disc.hosts.items() if h not in self.overrides}
+        hosts.update({h: n for h, n in self.overrides.items() if n is not None})
+        return hosts
+
+    def can_lose(self, host, ranks):
+        """Whether the job survives losing `host` (a failure, removal or drain), by Horovod's
+        rules (spec 6.5): a failure that leaves every host of the round blacklisted ends the job
+        (step 4), and so does a new round without any host of the previous one, which carries the
+        state ("no previous host remaining", step 6). Those ends are by design, so the soak only
+        takes a host away while another host of the world, healthy and still listed, survives."""
+        if self.record_dir and not self.steady(ranks):
+            self.counts["skipped_unsteady"] += 1
+            return False
+        self.job.events()
+        listed = set(self.expected_hosts())
+        others = {r["host"] for r in ranks} - {host} - self.job.blacklisted
+        if others & listed:
+            return True
+        self.counts["skipped_last_host"] += 1
+        return False
+
+    def steady(self, ranks):
+        """Whether every rank of the world has committed a step in the current round, and no
+        listed host is in a blacklist cooldown (whose end starts a new round by itself). A rank
+        lost while a round's Gloo rendezvous runs leaves the others waiting for it until
+        HOROVOD_GLOO_TIMEOUT_SECONDS and then aborting (134), as Horovod's workers do; the job
+        then ends with "every rank failed". That is by design, so the soak takes hosts and ranks
+        away only from a world that is training."""
+        events = self.job.events()
+        if self.job.blacklisted & set(self.expected_hosts()):
+            return False
+        rounds = [e for e in events if e["event"] == "round"]
+        status = self.job.status() or {}
+        if not rounds or len(ranks) != status.get("world_size"):
+            return False
+        opened = datetime.datetime.fromisoformat(rounds[-1]["ts"].replace("Z", "+00:00"))
+        for r in ranks:
+            path = os.path.join(self.record_dir,
+                                f"{r['host']}_{r['local_rank']}_{r['pid']}.steps")
+            try:
+                if os.stat(path).st_mtime <= opened.timestamp():
+                    return False
+                with open(path, "rb") as f:
+                    f.seek(max(0, os.path.getsize(path) - 300))
+                    last = f.read().decode(errors="replace").rstrip("\n").split("\n")[-1].split()
+            except OSError:
+                return False
+            if len(last) != 6 or last[0] != "commit" or last[4:] != [str(r["rank"]),
+                                                                    str(len(ranks))]:
+                return False
+        return True
+
+    def settle_discovery(self):
+        """Waits (up to 5 s) until etrun has seen the hosts file as it is now, so the next action
+        reads a status that already reflects this edit."""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and self.job.proc.poll() is None:
+            if self.job.discovered() == self.expected_hosts():
+                return
+            time.sleep(0.05)
 
     def signal_rank(self, sig, what):
         ranks = self.job.running_ranks()
         if not ranks:
             return None
         r = self.rng.choice(ranks)
-        if self.failures_blacklist:
-            # Horovod's rule (spec 6.5, step 4): a failure that leaves every host of the round
-            # blacklisted ends the job with the rank's code. That end is by design, so the soak
-            # only fails a rank while a healthy host of the world survives it.
-            self.job.update_blacklist()
-            others = {x["host"] for x in ranks} - {r["host"]} - self.job.blacklisted
-            if not others:
-                self.counts["kill_skipped_last_host"] += 1
-                return None
+        if self.failures_blacklist and not self.can_lose(r["host"], ranks):
+            return None
         if not has_marker(r["pid"], self.marker):
             return None  # already gone (and the pid must be ours)
         try:
             os.kill(r["pid"], sig)
         except ProcessLookupError:
             return None
+        if self.failures_blacklist:  # let etrun blacklist the host before the next action
+            self.job.wait_event(lambda e: e["event"] == "host_blacklisted"
+                                and e["host"] == r["host"], 10)
         return f"{what} rank {r['rank']} (label {r['label']}) on {r['host']} pid {r['pid']}"
 
     def kill9(self):
@@ -309,24 +388,36 @@ class Chaos:
             return None
         host, slots = self.rng.choice(free), self.rng.randint(1, self.max_slots)
         self.disc.write({**self.disc.hosts, host: slots})
+        self.settle_discovery()
         return f"discovery: add {host}:{slots}"
 
-    def remove_host(self):
+    def pick_removable(self):
         if len(self.disc.hosts) < 2:
             return None
         host = self.rng.choice(sorted(self.disc.hosts))
+        ranks = self.job.running_ranks()
+        if not ranks or not self.can_lose(host, ranks):
+            return None
+        return host
+
+    def remove_host(self):
+        host = self.pick_removable()
+        if not host:
+            return None
         self.disc.write({h: n for h, n in self.disc.hosts.items() if h != host})
+        self.settle_discovery()
         return f"discovery: remove {host}"
 
     def flap(self):
-        if len(self.disc.hosts) < 2:
+        host = self.pick_removable()
+        if not host:
             return None
         before = dict(self.disc.hosts)
-        host = self.rng.choice(sorted(before))
         gone = self.rng.uniform(0.4, 2.0)
         self.disc.write({h: n for h, n in before.items() if h != host})
         time.sleep(gone)
         self.disc.write(before)
+        self.settle_discovery()
         return f"discovery: flap {host} (gone {gone:.1f} s)"
 
     def slots(self):
@@ -334,11 +425,17 @@ class Chaos:
         n = self.rng.randint(1, self.max_slots)
         if self.disc.hosts[host] == n:
             return None
+        if n < self.disc.hosts[host] and self.record_dir and not self.steady(
+                self.job.running_ranks()):
+            self.counts["skipped_unsteady"] += 1
+            return None
         self.disc.write({**self.disc.hosts, host: n})
+        self.settle_discovery()
         return f"discovery: {host} now {n} slots"
 
     def garbage(self):
         self.disc.touch("garbage")
+        self.job.wait_event(lambda e: e["event"] == "discovery_failed", 5)
         return "discovery: garbage for one run"
 
     def hang(self):
@@ -350,21 +447,28 @@ class Chaos:
 
     def scale(self, args):
         t = time.monotonic()
-        r = self.job.etrun_cmd(["scale", self.job.name, *args, "--timeout", "40s"], timeout=60)
+        r = self.job.etrun_cmd(["scale", self.job.name, *args, "--timeout", "20s"], timeout=40)
         took = time.monotonic() - t
         self.scale_results.append((args, r.returncode, r.stderr.strip(), took))
         outcome = "ok" if r.returncode == 0 else f"exit {r.returncode}: {r.stderr.strip()}"
         return f"etrun scale {' '.join(args)}: {outcome} ({took:.1f} s)"
 
     def scale_remove(self):
-        hosts = sorted({r["host"] for r in self.job.running_ranks()})
+        ranks = self.job.running_ranks()
+        hosts = sorted({r["host"] for r in ranks})
         if len(hosts) < 2:
             return None
-        self.removed_by_scale = self.rng.choice(hosts)
-        return self.scale(["--remove", self.removed_by_scale])
+        host = self.rng.choice(hosts)
+        if not self.can_lose(host, ranks):
+            return None
+        self.removed_by_scale = host
+        self.overrides[host] = None
+        return self.scale(["--remove", host])
 
     def scale_add(self):
         host = self.removed_by_scale or self.rng.choice(self.pool)
+        self.removed_by_scale = None
+        self.overrides[host] = 1
         return self.scale(["--add", f"{host}:1"])
 
     def run(self, seconds, actions, scheduled=()):
@@ -379,12 +483,12 @@ class Chaos:
             time.sleep(self.rng.uniform(self.min_pause, self.max_pause))
             if time.monotonic() >= end or self.job.proc.poll() is not None:
                 break
-            if pending and time.monotonic() - start >= pending[0][0] * seconds:
-                name = pending.pop(0)[1]
-            else:
-                name = self.rng.choices(names, weights)[0]
+            scheduled_now = pending and time.monotonic() - start >= pending[0][0] * seconds
+            name = pending[0][1] if scheduled_now else self.rng.choices(names, weights)[0]
             what = getattr(self, name)()
             if what:
+                if scheduled_now:
+                    pending.pop(0)  # a skipped one is tried again after the next pause
                 self.counts[name] += 1
                 say(what)
 
@@ -648,16 +752,18 @@ def horovod_phase(args, rng, etrun, work, env, pool, marker):
     say(f"phase 1: Horovod stand-ins, etrun pid {job.proc.pid}, hosts {pool}, "
         f"{args.seconds} s of chaos")
     failures = []
-    chaos = Chaos(rng, job, disc, pool, marker, max_slots=2, min_pause=0.4, max_pause=2.0)
+    chaos = Chaos(rng, job, disc, pool, marker, max_slots=2, min_pause=0.4, max_pause=2.0,
+                  record_dir=record_dir)
     t_start = time.monotonic()
-    actions = [("kill9", 3), ("term", 2), ("stop_cont", 3), ("add_host", 2), ("remove_host", 2),
+    actions = [("kill9", 4), ("term", 3), ("stop_cont", 3), ("add_host", 2), ("remove_host", 2),
                ("flap", 2), ("slots", 1), ("garbage", 1), ("hang", 1)]
     scheduled = [(0.3, "scale_remove"), (0.6, "scale_add")] if args.seconds >= 20 else []
     chaos.run(args.seconds, actions, scheduled)
     t_chaos_end = time.monotonic()
     # Quiesce: undo the overrides, put the hosts back, let it settle, then name the end.
-    if chaos.counts["scale_remove"] or chaos.counts["scale_add"]:
+    if chaos.overrides:
         say(chaos.scale(["--clear"]))
+        chaos.overrides = {}
     disc.clear_tricks()
     disc.write(initial)
     deadline = time.monotonic() + 60
@@ -709,7 +815,7 @@ def horovod_phase(args, rng, etrun, work, env, pool, marker):
 def torch_phase(args, rng, etrun, work, env, pool, marker):
     fds_before = own_fd_count()
     disc = Discovery(work, {"localhost": 2})
-    steps = max(40, int(args.torch_seconds * 3))
+    steps = max(40, int(args.torch_seconds * 5))
     job = Job(etrun, work, "soak-torch", [
         "-np", "2", "--min-np", "1", "--max-np", "3", "--elastic-mode", "restart",
         "--host-discovery-script", disc.script, "--discovery-interval", "0.3",
@@ -735,11 +841,21 @@ def torch_phase(args, rng, etrun, work, env, pool, marker):
     failures += [f"torch job: {x}" for x in f + check_events(events)]
     with open(job.out_path, errors="replace") as fh:
         out = fh.read()
-    done = re.findall(rf"^\[\d+\]<stdout>:done: {steps} steps$", out, re.M)
-    if len(done) != 1:
-        failures.append(f"torch job: {len(done)} 'done: {steps} steps' lines, expected 1")
-    starts = re.findall(r"<stdout>:rank (\d+)/(\d+): restart (\d+), starting at step (\d+)$",
-                        out, re.M)
+    # A rank killed after rank 0 printed "done" (but before every rank exited) restarts the
+    # world, which resumes at the final checkpoint and prints "done" again: torchrun does that too.
+    done_seen = False
+    starts = []
+    for line in out.split("\n"):
+        if re.fullmatch(rf"\[\d+\]<stdout>:done: {steps} steps", line):
+            done_seen = True
+        m = re.search(r"<stdout>:rank (\d+)/(\d+): restart (\d+), starting at step (\d+)$", line)
+        if m:
+            starts.append(m.groups())
+            if done_seen and int(m.group(4)) != steps:
+                failures.append(f"torch job: after 'done' a world started at step {m.group(4)}, "
+                                f"not at the final checkpoint ({steps})")
+    if not done_seen:
+        failures.append(f"torch job: no 'done: {steps} steps' line")
     by_restart = collections.defaultdict(set)
     for rank, world, restart, step in starts:
         by_restart[int(restart)].add((int(world), int(step)))
@@ -772,6 +888,9 @@ def main(argv=None):
                         "temporary directory, removed when the soak passes)")
     parser.add_argument("--etrun", default=os.path.join(ROOT, "build", "etrun"))
     args = parser.parse_args(argv)
+    # SIGTERM/SIGHUP unwind like Ctrl-C, so the `finally` below kills the job's processes.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
     if not os.access(args.etrun, os.X_OK):
         print(f"soak: error: {args.etrun} is missing: build first (cmake -S . -B build "
               f"-DCMAKE_BUILD_TYPE=Release && cmake --build build -j2)", file=sys.stderr)
