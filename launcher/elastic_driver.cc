@@ -324,8 +324,10 @@ void ElasticDriver::Decide(TimePoint now) {
   ++resets_;
   std::string reason;
   for (const SlotKey& key : failed) reason += (reason.empty() ? "" : ", ") + Describe(key);
-  Emit("reset", {{"resets", resets_}, {"reason", "worker" + std::string(failed.size() > 1 ? "s " : " ") +
-                                                     reason + " failed"}});
+  // Every worker came back ready: they were told the hosts changed (or lost a drained peer).
+  if (failed.empty()) reason = "the hosts changed";
+  else reason = "worker" + std::string(failed.size() > 1 ? "s " : " ") + reason + " failed";
+  Emit("reset", {{"resets", resets_}, {"reason", reason}});
   if (hosts_->AvailableSlots() >= options_.min_np) return Activate();
   phase_ = Phase::kResuming;
   wait_deadline_ = now + options_.elastic_timeout;

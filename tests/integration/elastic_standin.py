@@ -2,6 +2,7 @@
 from the spec (stdlib only; Debian's /usr/bin/python3).
 
     elastic_standin.py --steps N [--step-seconds S] [--log FILE] [--timeout T]
+                       [--record-dir DIR] [--steps-file FILE]
 
 What the launcher sees is what a real worker does (spec 4.4-4.6, 5, 6.11):
   * hvd.init(): the first time with the HOROVOD_* rank variables; on every reset after
@@ -35,6 +36,21 @@ Faithful quirks: notifications queued on rank 0 are discarded at the end of ever
 a `step ... size <new>` line before it triggers the next change and should not reuse a timestamp.
 Deliberate difference: state.sync() is never skipped (Horovod skips it after a removal-only
 update; spec 6.11 allows either), so a newcomer can never wait for a broadcast nobody sends.
+
+Soak options (scripts/soak/chaos.py; both off by default, and then nothing above changes):
+  --record-dir DIR   every stdout line gets a unique tag, "p<pid>#<n> <line>", and is also written
+                     to DIR/<host>_<local rank>_<pid>.out after it was printed; the state's history
+                     goes to DIR/<host>_<local rank>_<pid>.steps, one line per event (one write(2)):
+                       sync <step> <sid> <nonce> <rank> <size>   a round started from state <sid>
+                       commit <step> <parent sid> <sid> <rank> <size>
+                       done <steps> <sid> <rank> <size>
+                     A state id (sid) names a committed state: sid = hash(parent sid, step, nonce),
+                     where the nonce is drawn by rank 0 at every state.sync(), so a step redone
+                     after a restore gets a new sid and the states form a tree; the final state's
+                     chain back to the root (sid 0) must hold every step exactly once.
+  --steps-file FILE  when FILE exists it holds the total number of steps, overriding --steps; only
+                     rank 0 reads it (at every commit) and its `done` flag is final, so the ranks
+                     never disagree about the end.
 
 --log FILE appends every event, prefixed "<unix time> <host>:<local_rank> pid <pid>", with
 O_APPEND (all workers may share one file). Every socket operation has a timeout (--timeout,
@@ -142,6 +158,9 @@ class Deviation(Exception):
 class Ctx:
     """Process-wide settings and the current rank variables."""
     timeout = 60.0
+    record_dir = None
+    out_seq = 0
+    steps_file = None
     gloo_timeout = 30.0
     log_path = None
     host = os.environ.get("HOROVOD_HOSTNAME", "")
@@ -164,9 +183,52 @@ def log(msg):
             os.close(fd)
 
 
+def _record_path(suffix):
+    return os.path.join(Ctx.record_dir, f"{Ctx.host}_{Ctx.local_rank_id}_{os.getpid()}.{suffix}")
+
+
+def _append(path, line):
+    # One write(2) per line with O_APPEND: a SIGKILL leaves whole lines only.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
 def say(line):
-    print(line, flush=True)
+    if Ctx.record_dir:
+        # Printed first, then filed: a kill in between leaves the file one line short, never
+        # the output (the soak allows that for the last line of a killed process only).
+        line = f"p{os.getpid()}#{Ctx.out_seq} {line}"
+        Ctx.out_seq += 1
+        print(line, flush=True)
+        _append(_record_path("out"), line)
+    else:
+        print(line, flush=True)
     log(line)
+
+
+def record(line):
+    if Ctx.record_dir:
+        _append(_record_path("steps"), line)
+
+
+def state_id(parent, step, nonce):
+    digest = hashlib.sha1(f"{parent}:{step}:{nonce}".encode()).digest()
+    return int.from_bytes(digest[:7], "big") or 1  # 56 bits: fits struct "<q"; 0 is the root
+
+
+def steps_from_file(default):
+    """The total from --steps-file (rank 0 only), else `default`; a missing, half-written or
+    garbled file means "not yet"."""
+    if not Ctx.steps_file:
+        return default
+    try:
+        with open(Ctx.steps_file) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return default
 
 
 def die(code, *lines):
@@ -649,6 +711,8 @@ class State:
         self.steps = steps
         self.step = 0
         self.saved = 0
+        self.sid = 0  # id of the committed state (see --record-dir); 0 is the initial state
+        self.nonce = 0
         self.last_ts = 0
         self.messages = queue.Queue()
 
@@ -662,11 +726,16 @@ class State:
         self.step = self.saved
 
     def sync(self, mesh):
-        (self.saved,) = mesh.broadcast(b"S", "<q", (self.saved,))
+        nonce = int.from_bytes(os.urandom(7), "big")
+        self.saved, self.sid, self.nonce = mesh.broadcast(b"S", "<qqq",
+                                                          (self.saved, self.sid, nonce))
         self.step = self.saved
+        record(f"sync {self.saved} {self.sid} {self.nonce} {mesh.rank} {mesh.size}")
 
     def commit(self, mesh):
         self.saved = self.step
+        parent, self.sid = self.sid, state_id(self.sid, self.step - 1, self.nonce)
+        record(f"commit {self.step - 1} {parent} {self.sid} {mesh.rank} {mesh.size}")
         say(f"step {self.step - 1} rank {mesh.rank} size {mesh.size}")
         return self.check_host_updates(mesh)
 
@@ -682,13 +751,17 @@ class State:
             if ts > last:
                 last = ts
                 flags |= res
-        done = int(self.step >= self.steps)
+        total = steps_from_file(self.steps) if mesh.rank == 0 else self.steps
+        done = int(self.step >= total)
         prev, self.last_ts, flags, done = mesh.broadcast(
             b"D", "<qqBB", (prev, last, int(flags), done))
         if self.last_ts > prev:
             log(f"hosts updated {prev} -> {self.last_ts} flags {flags}")
             raise HostsUpdatedInterrupt(flags == HostUpdateResult.removed)
-        if bool(done) != (self.step >= self.steps):
+        if Ctx.steps_file:
+            if done:
+                self.steps = self.step  # rank 0 read the total: its word is final
+        elif bool(done) != (self.step >= self.steps):
             raise Deviation(f"rank 0 says done={done} at step {self.step} of {self.steps}")
         return bool(done)
 
@@ -709,6 +782,8 @@ def run(args):
     Ctx.timeout = args.timeout
     Ctx.gloo_timeout = float(os.environ.get("HOROVOD_GLOO_TIMEOUT_SECONDS") or 30)
     Ctx.log_path = args.log
+    Ctx.record_dir = args.record_dir
+    Ctx.steps_file = args.steps_file
     Ctx.host = os.environ.get("HOROVOD_HOSTNAME") or "localhost"
     if os.environ.get("HOROVOD_ELASTIC", "") in ("", "0"):
         raise Deviation("HOROVOD_ELASTIC is not set to a true value")
@@ -747,6 +822,7 @@ def run(args):
         state.on_reset()
     mesh = holder[0]
     mesh.close()
+    record(f"done {state.steps} {state.sid} {mesh.rank} {mesh.size}")
     say(f"done {state.steps} steps rank {mesh.rank} size {mesh.size}")
     log("exit 0")
 
@@ -758,6 +834,8 @@ def main(argv=None):
     parser.add_argument("--log")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds for every socket operation (default 60)")
+    parser.add_argument("--record-dir", help="soak evidence: tagged lines and state history")
+    parser.add_argument("--steps-file", help="total steps, decided by rank 0 when the file exists")
     args = parser.parse_args(argv)
     try:
         run(args)

@@ -450,6 +450,23 @@ TEST_CASE("events: discovery changes, rounds, a blacklist and a reset, with exit
   CHECK(job.driver.ExitReasonFor({"a", 0}, ExitStatus::Signaled(15)) == "stopped");
 }
 
+TEST_CASE("events: a reset without failures names the host change, not an empty worker list") {
+  // Found by scripts/soak.sh: a removed host made the reset read "worker  failed".
+  etrun::launcher::EventLog events;
+  events.Capture();
+  Job job;
+  job.driver.set_events(&events);
+  job.Discover("a:1\nb:1\nc:1\n");
+  job.Register("a", 0);
+  job.Discover("a:1\nc:1\n");
+  job.Ready("a", 0);
+  job.Ready("b", 0);
+  job.Ready("c", 0);
+  CHECK(EventNames(events) == std::vector<std::string>{
+      "discovery 3", "round 1 size=3", "discovery 2", "reset 1: the hosts changed",
+      "round 2 size=2"});
+}
+
 TEST_CASE("events: a failed discovery run is reported and the hosts are kept") {
   etrun::launcher::EventLog events;
   events.Capture();
