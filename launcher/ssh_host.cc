@@ -113,16 +113,30 @@ void ConfigureLiveness(int fd, const SshTarget& t) {
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
 }
 
+// This user's passwd entry, read reentrantly: every SshHost runs on a thread of its own, and
+// getpwuid's static buffer is shared (ThreadSanitizer caught two hosts authenticating at once).
+bool OwnPasswd(std::string* name, std::string* dir) {
+  struct passwd entry;
+  struct passwd* found = nullptr;
+  std::vector<char> buffer(16384);
+  if (getpwuid_r(getuid(), &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
+    return false;
+  }
+  *name = entry.pw_name;
+  *dir = entry.pw_dir;
+  return true;
+}
+
 std::string HomeDir() {
   const char* home = getenv("HOME");
   if (home != nullptr && *home != '\0') return home;
-  struct passwd* pw = getpwuid(getuid());
-  return pw != nullptr ? pw->pw_dir : "/";
+  std::string name, dir;
+  return OwnPasswd(&name, &dir) ? dir : "/";
 }
 
 std::string UserName() {
-  struct passwd* pw = getpwuid(getuid());
-  if (pw != nullptr) return pw->pw_name;
+  std::string name, dir;
+  if (OwnPasswd(&name, &dir)) return name;
   const char* user = getenv("USER");
   return user != nullptr ? user : "root";
 }
