@@ -61,7 +61,6 @@ Importing this module has no side effects beyond registering the stub classes in
 """
 import argparse
 import base64
-import enum
 import fcntl
 import hashlib
 import hmac
@@ -77,7 +76,6 @@ import sys
 import threading
 import time
 import traceback
-import types
 import urllib.error
 import urllib.request
 
@@ -85,48 +83,8 @@ import urllib.request
 # ---------------------------------------------------------------------------------------------
 # Horovod's classes, by their real module paths, so `pickle` resolves them by reference.
 
-def _module(name):
-    parts = name.split(".")
-    for i in range(1, len(parts) + 1):
-        sys.modules.setdefault(".".join(parts[:i]), types.ModuleType(".".join(parts[:i])))
-    return sys.modules[name]
-
-
-_network = _module("horovod.runner.common.util.network")
-_worker = _module("horovod.runner.elastic.worker")
-
-
-class PingRequest:
-    pass
-
-
-class PingResponse:
-    def __init__(self, service_name, source_address):
-        self.service_name = service_name
-        self.source_address = source_address
-
-
-class AckResponse:
-    pass
-
-
-class HostUpdateResult(enum.IntFlag):
-    no_update = 0
-    removed = 1
-    added = 2
-    mixed = removed | added
-
-
-class HostsUpdatedRequest:
-    def __init__(self, timestamp, res):
-        self.timestamp = timestamp
-        self.res = res
-
-
-for _cls, _mod in ((PingRequest, _network), (PingResponse, _network), (AckResponse, _network),
-                   (HostUpdateResult, _worker), (HostsUpdatedRequest, _worker)):
-    _cls.__module__ = _mod.__name__
-    setattr(_mod, _cls.__name__, _cls)
+from horovod_classes import (AckResponse, HostsUpdatedRequest, HostUpdateResult, PingRequest,
+                             PingResponse)
 
 SERVICE_NAME = "worker notification service"
 SIOCGIFADDR = 0x8915

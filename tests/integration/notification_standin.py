@@ -11,7 +11,6 @@ per HostsUpdatedRequest; serves until stdin closes.
 Options: --bad-service (answer pings as another service), --drop N (close the first N
 notification connections without answering), --key HEX (use this key).
 """
-import enum
 import hashlib
 import hmac
 import os
@@ -20,51 +19,10 @@ import socketserver
 import struct
 import sys
 import threading
-import types
 
 
-def _module(name):
-    parts = name.split(".")
-    for i in range(1, len(parts) + 1):
-        sys.modules.setdefault(".".join(parts[:i]), types.ModuleType(".".join(parts[:i])))
-    return sys.modules[name]
-
-
-network = _module("horovod.runner.common.util.network")
-worker = _module("horovod.runner.elastic.worker")
-
-
-class PingRequest:
-    pass
-
-
-class PingResponse:
-    def __init__(self, service_name, source_address):
-        self.service_name = service_name
-        self.source_address = source_address
-
-
-class AckResponse:
-    pass
-
-
-class HostUpdateResult(enum.IntFlag):
-    no_update = 0
-    removed = 1
-    added = 2
-    mixed = removed | added
-
-
-class HostsUpdatedRequest:
-    def __init__(self, timestamp, res):
-        self.timestamp = timestamp
-        self.res = res
-
-
-for cls, mod in ((PingRequest, network), (PingResponse, network), (AckResponse, network),
-                 (HostUpdateResult, worker), (HostsUpdatedRequest, worker)):
-    cls.__module__ = mod.__name__
-    setattr(mod, cls.__name__, cls)
+from horovod_classes import (AckResponse, HostsUpdatedRequest, HostUpdateResult, PingRequest,
+                             PingResponse)
 
 args = sys.argv[1:]
 KEY = bytes.fromhex(args[args.index("--key") + 1]) if "--key" in args else os.urandom(32)
