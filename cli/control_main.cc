@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -182,118 +183,146 @@ int ListMain(int argc, char** argv) {
   return 0;
 }
 
-int ScaleMain(int argc, char** argv) {
+namespace {
+
+// What `etrun scale` was asked for.
+struct ScaleRequest {
+  std::string job;
+  std::string add_host;  // --add HOST:SLOTS
+  int add_slots = 0;
+  std::string remove;    // --remove HOST
+  std::optional<int> to;
+  bool clear = false;
+  std::string timeout_text = "10m";
+  double timeout_s = 0;
+};
+
+// Parses scale's flags. Returns -1 to go on, or the exit code (help, or 2 with one error line).
+int ParseScale(int argc, char** argv, ScaleRequest* r) {
   CLI::App app(
       "Grows or shrinks a running elastic job. The change overrides the discovery script for the "
       "named hosts until changed again; if the job has not reached the new size within --timeout, "
       "it is rolled back and scale exits 1.",
       kScaleVerb);
-  std::string name, add, remove, timeout_text = "10m";
-  std::optional<int> to;
-  bool clear = false;
-  app.add_option("job", name, "The job's name (see etrun list); optional when only one runs.");
+  std::string add;
+  app.add_option("job", r->job, "The job's name (see etrun list); optional when only one runs.");
   auto* add_opt = app.add_option("--add", add, "Adds HOST:SLOTS (or resizes a host) to the job.");
-  auto* remove_opt = app.add_option("--remove", remove, "Removes HOST: its ranks are drained.");
-  auto* to_opt = app.add_option("--to", to, "Aims for a world of N ranks (caps it like --max-np).");
-  auto* clear_opt = app.add_flag("--clear", clear, "Drops every override: back to what discovery says.");
-  app.add_option("--timeout", timeout_text, "How long to wait for the new size (default 10m; 90s, 1h).");
+  auto* remove_opt = app.add_option("--remove", r->remove, "Removes HOST: its ranks are drained.");
+  auto* to_opt = app.add_option("--to", r->to, "Aims for a world of N ranks (caps it like --max-np).");
+  auto* clear_opt = app.add_flag("--clear", r->clear, "Drops every override: back to what discovery says.");
+  app.add_option("--timeout", r->timeout_text, "How long to wait for the new size (default 10m; 90s, 1h).");
   add_opt->excludes(remove_opt)->excludes(to_opt)->excludes(clear_opt);
   remove_opt->excludes(to_opt)->excludes(clear_opt);
   to_opt->excludes(clear_opt);
   if (int code = Parse(app, argc, argv); code >= 0) return code;
-  if (add.empty() && remove.empty() && !to && !clear) {
+  if (add.empty() && r->remove.empty() && !r->to && !r->clear) {
     return Error("say what to change: --add HOST:SLOTS, --remove HOST, --to N or --clear", 2);
   }
-  double timeout_s = 0;
-  if (!ParseDuration(timeout_text, &timeout_s)) {
-    return Error("--timeout: expected a duration such as 90s, 10m or 1h, got '" + timeout_text + "'", 2);
+  if (!ParseDuration(r->timeout_text, &r->timeout_s)) {
+    return Error("--timeout: expected a duration such as 90s, 10m or 1h, got '" + r->timeout_text + "'", 2);
   }
-  std::string add_host;
-  int add_slots = 0;
   if (!add.empty()) {
     size_t colon = add.rfind(':');
     std::string host = add.substr(0, colon);
-    try {
-      add_slots = colon == std::string::npos ? 1 : std::stoi(add.substr(colon + 1));
-    } catch (const std::exception&) {
-      add_slots = 0;
+    int slots = 1;
+    if (colon != std::string::npos) {
+      std::string_view text = std::string_view(add).substr(colon + 1);
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), slots);
+      if (ec != std::errc() || end != text.data() + text.size()) slots = 0;
     }
-    if (!discovery::IsValidHostName(host) || add_slots < 1) {
+    if (!discovery::IsValidHostName(host) || slots < 1) {
       return Error("--add: expected HOST:SLOTS with at least 1 slot, got '" + add + "'", 2);
     }
-    add_host = host;
+    r->add_host = host;
+    r->add_slots = slots;
   }
-  if (to && *to < 1) return Error("--to: expected at least 1, got " + std::to_string(*to), 2);
+  if (r->to && *r->to < 1) return Error("--to: expected at least 1, got " + std::to_string(*r->to), 2);
+  return -1;
+}
 
+// The job's overrides after the request: `before` changed as asked.
+json NextOverrides(const json& before, const ScaleRequest& r) {
+  json after = r.clear ? json{{"add", json::object()}, {"remove", json::array()}, {"to", nullptr}} : before;
+  if (!r.add_host.empty()) {
+    after["add"][r.add_host] = r.add_slots;
+    json kept = json::array();
+    for (const json& h : after["remove"]) {
+      if (h != r.add_host) kept.push_back(h);
+    }
+    after["remove"] = kept;
+  }
+  if (!r.remove.empty()) {
+    after["add"].erase(r.remove);
+    bool listed = false;
+    for (const json& h : after["remove"]) listed = listed || h == r.remove;
+    if (!listed) after["remove"].push_back(r.remove);
+  }
+  if (r.to) after["to"] = *r.to;
+  return after;
+}
+
+// Sends the whole set of overrides. Returns false and sets *why (the job's own error if it
+// answered one).
+bool PostOverrides(const JobEntry& job, const json& overrides, std::string* why) {
+  std::string reply;
+  int code = launcher::ControlRequest(job, "POST", "/overrides", overrides.dump(), &reply, why);
+  if (code == 200) return true;
+  if (code != 0) {
+    json body = json::parse(reply, nullptr, false);
+    *why = body.is_object() ? body.value("error", reply) : reply;
+  }
+  return false;
+}
+
+// Whether the running ranks in `status` match the request; *where says how far it got.
+bool Reached(const ScaleRequest& r, const json& status, std::string* where) {
+  int on_host = 0, running = 0;
+  for (const json& rank : status.value("ranks", json::array())) {
+    if (rank.value("state", "") != "running" || rank.value("rank", -1) < 0) continue;
+    ++running;
+    if (rank.value("host", "") == (r.add_host.empty() ? r.remove : r.add_host)) ++on_host;
+  }
+  bool steady = status.value("state", "") == "running";
+  if (!r.add_host.empty()) {
+    *where = fmt::format("{} of {} ranks on {}", on_host, r.add_slots, r.add_host);
+    return steady && on_host == r.add_slots;
+  }
+  if (!r.remove.empty()) {
+    *where = fmt::format("{} ranks still on {}", on_host, r.remove);
+    return steady && on_host == 0;
+  }
+  if (r.to) {
+    *where = fmt::format("world size {} of {}", running, *r.to);
+    return steady && running == *r.to;
+  }
+  *where = "";
+  return true;  // --clear: nothing to wait for
+}
+
+}  // namespace
+
+int ScaleMain(int argc, char** argv) {
+  ScaleRequest request;
+  if (int code = ParseScale(argc, argv, &request); code >= 0) return code;
   JobEntry job;
   std::string err;
   json status;
-  if (!launcher::FindJob(name, &job, &err) || !FetchStatus(job, &status, &err)) return Error(err, 1);
+  if (!launcher::FindJob(request.job, &job, &err) || !FetchStatus(job, &status, &err)) return Error(err, 1);
   if (!status.value("elastic", false) || !status.contains("overrides")) {
     return Error("job '" + job.job + "' is static: sizes are fixed (start it with --min-np or "
                  "--host-discovery-script to scale it)", 1);
   }
   json before = status["overrides"];
-  json after = clear ? json{{"add", json::object()}, {"remove", json::array()}, {"to", nullptr}} : before;
-  if (!add_host.empty()) {
-    after["add"][add_host] = add_slots;
-    json kept = json::array();
-    for (const json& h : after["remove"]) {
-      if (h != add_host) kept.push_back(h);
-    }
-    after["remove"] = kept;
+  if (!PostOverrides(job, NextOverrides(before, request), &err)) {
+    return Error("job '" + job.job + "' refused the change: " + err, 1);
   }
-  if (!remove.empty()) {
-    after["add"].erase(remove);
-    bool listed = false;
-    for (const json& h : after["remove"]) listed = listed || h == remove;
-    if (!listed) after["remove"].push_back(remove);
-  }
-  if (to) after["to"] = *to;
-
-  auto post = [&](const json& overrides, std::string* why) {
-    std::string reply;
-    int code = launcher::ControlRequest(job, "POST", "/overrides", overrides.dump(), &reply, why);
-    if (code == 200) return true;
-    if (code != 0) {
-      json body = json::parse(reply, nullptr, false);
-      *why = body.is_object() ? body.value("error", reply) : reply;
-    }
-    return false;
-  };
-  if (!post(after, &err)) return Error("job '" + job.job + "' refused the change: " + err, 1);
-
-  // Done when the running ranks match the request.
-  auto reached = [&](const json& s, std::string* where) {
-    int on_host = 0, running = 0;
-    for (const json& r : s.value("ranks", json::array())) {
-      if (r.value("state", "") != "running" || r.value("rank", -1) < 0) continue;
-      ++running;
-      if (r.value("host", "") == (add_host.empty() ? remove : add_host)) ++on_host;
-    }
-    bool steady = s.value("state", "") == "running";
-    if (!add_host.empty()) {
-      *where = fmt::format("{} of {} ranks on {}", on_host, add_slots, add_host);
-      return steady && on_host == add_slots;
-    }
-    if (!remove.empty()) {
-      *where = fmt::format("{} ranks still on {}", on_host, remove);
-      return steady && on_host == 0;
-    }
-    if (to) {
-      *where = fmt::format("world size {} of {}", running, *to);
-      return steady && running == *to;
-    }
-    *where = "";
-    return true;  // --clear: nothing to wait for
-  };
   auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+                  std::chrono::milliseconds(static_cast<long long>(request.timeout_s * 1000));
   std::string where = "no answer";
   while (true) {
     json now_status;
     std::string why;
-    if (FetchStatus(job, &now_status, &why) && reached(now_status, &where)) {
+    if (FetchStatus(job, &now_status, &why) && Reached(request, now_status, &where)) {
       std::cout << "job '" << job.job << "' scaled: " << (where.empty() ? "overrides cleared" : where) << "\n";
       return 0;
     }
@@ -304,9 +333,9 @@ int ScaleMain(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   std::string why;
-  bool rolled_back = post(before, &why);
+  bool rolled_back = PostOverrides(job, before, &why);
   return Error(fmt::format("job '{}' did not reach the new size within {} ({}); {}", job.job,
-                           timeout_text, where,
+                           request.timeout_text, where,
                            rolled_back ? "the change was rolled back" : "could not roll back: " + why),
                1);
 }

@@ -16,8 +16,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "launcher/mpi_command.h"
-#include "launcher/mpi_run.h"
+#include "launcher/mpi/mpi_command.h"
+#include "launcher/mpi/mpi_policy.h"
 #include "rendezvous/access_list.h"
 
 #ifndef ETRUN_VERSION
@@ -362,8 +362,8 @@ void FlagTable::AddHostsAndElastic(JobConfig* c) {
       "File with one \"<hostname> slots=<slots>\" per line.", "-hostfile")
       ->type_name("FILE");
   Text("--host-discovery-script", &c->host_discovery_script,
-       "Executable that prints one available host[:slots] per line; enables elastic training"
-       "(not supported yet).")
+       "Executable that prints one available host[:slots] per line; enables elastic training "
+       "(etrun polls it every --discovery-interval).")
       ->type_name("SCRIPT");
 
   group_ = "Elastic arguments";

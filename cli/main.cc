@@ -1,4 +1,5 @@
-// etrun: a horovodrun-compatible launcher. main() only wires the pieces together.
+// etrun: a horovodrun-compatible launcher. main() only parses, builds the real collaborators
+// (spawner, discovery script runner, clock, file limit) and runs the job on the runtime.
 #include <string.h>
 #include <unistd.h>
 
@@ -10,35 +11,53 @@
 
 #include "cli/control_main.h"
 #include "cli/flags.h"
+#include "cli/logging.h"
 #include "cli/report_main.h"
-#include "launcher/driver.h"
+#include "launcher/child.h"
+#include "launcher/clock.h"
 #include "launcher/exit_status.h"
 #include "launcher/job_config.h"
+#include "launcher/runtime.h"
+#include "launcher/shell_script_runner.h"
 #include "launcher/spawner.h"
-#include "launcher/ssh_rank.h"
+#include "launcher/ssh/ssh_rank.h"
+
+namespace {
+
+// `etrun VERB ...`: verbs only as the first argument (see cli/control_main.h, report_main.h).
+int VerbMain(int argc, char** argv) {
+  using namespace etrun;
+  // A remote rank's local helper (see launcher/ssh/ssh_rank.h), started by etrun itself.
+  if (strcmp(argv[1], launcher::kSshRankMode) == 0) return launcher::SshRankMain(argc, argv);
+  if (strcmp(argv[1], cli::kStatusVerb) == 0) return cli::StatusMain(argc - 1, argv + 1);
+  if (strcmp(argv[1], cli::kListVerb) == 0) return cli::ListMain(argc - 1, argv + 1);
+  if (strcmp(argv[1], cli::kScaleVerb) == 0) return cli::ScaleMain(argc - 1, argv + 1);
+  if (strcmp(argv[1], cli::kReportVerb) == 0) return cli::ReportMain(argc - 1, argv + 1);
+  return -1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  // A remote rank's local helper (see launcher/ssh_rank.h), started by etrun itself.
-  if (argc > 1 && strcmp(argv[1], etrun::launcher::kSshRankMode) == 0) {
-    return etrun::launcher::SshRankMain(argc, argv);
-  }
-  // `etrun status|list|scale`: only as the first argument (see cli/control_main.h).
-  if (argc > 1 && strcmp(argv[1], etrun::cli::kStatusVerb) == 0) return etrun::cli::StatusMain(argc - 1, argv + 1);
-  if (argc > 1 && strcmp(argv[1], etrun::cli::kListVerb) == 0) return etrun::cli::ListMain(argc - 1, argv + 1);
-  if (argc > 1 && strcmp(argv[1], etrun::cli::kScaleVerb) == 0) return etrun::cli::ScaleMain(argc - 1, argv + 1);
-  // `etrun report EVENTS.jsonl`: only as the first argument (see cli/report_main.h).
-  if (argc > 1 && strcmp(argv[1], etrun::cli::kReportVerb) == 0) {
-    return etrun::cli::ReportMain(argc - 1, argv + 1);
+  if (argc > 1) {
+    if (int code = VerbMain(argc, argv); code >= 0) return code;
   }
   etrun::JobConfig config;
   if (int code = etrun::cli::ParseFlags(argc, argv, &config); code >= 0) return code;
-  etrun::launcher::ConfigureLogging(config);
+  etrun::cli::ConfigureLogging(config);
   try {
     std::vector<std::string> environment;
     for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
-    etrun::launcher::LocalSpawner::RaiseOpenFileLimit();
-    etrun::launcher::LocalSpawner local;
-    return etrun::launcher::Driver(config, &local, std::move(environment)).Run();
+    etrun::launcher::FileLimit file_limit;
+    file_limit.Raise();
+    etrun::launcher::LocalSpawner spawner(&file_limit);
+    etrun::launcher::ShellScriptRunner discovery(config.host_discovery_script,
+                                                 config.discovery_timeout(), &file_limit);
+    etrun::launcher::SteadyClock clock;
+    etrun::launcher::JobServices services{&spawner, &discovery, &clock, &file_limit, {}};
+    etrun::launcher::Runtime runtime(config, std::move(environment), std::move(services),
+                                     etrun::launcher::MakePolicy(config));
+    return runtime.Run();
   } catch (const std::exception& e) {
     spdlog::error("internal error: {}", e.what());
     return etrun::kExitFailure;

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "launcher/exit_status.h"
-#include "launcher/report.h"
+#include "report/report.h"
 
 namespace etrun::cli {
 namespace {
@@ -105,20 +105,20 @@ int ReportMain(int argc, char** argv) {
     std::cerr << "etrun: error: cannot read events file " << events_path << ": " << err << "\n";
     return kExitFailure;
   }
-  launcher::JobTimeline timeline;
-  if (!launcher::ParseEvents(text, events_path, &timeline, &err)) {
+  report::JobTimeline timeline;
+  if (!report::ParseEvents(text, events_path, &timeline, &err)) {
     std::cerr << "etrun: error: " << err << "\n";
     return kExitFailure;
   }
   for (const std::string& warning : timeline.warnings) {
     std::cerr << "etrun: warning: " << warning << "\n";
   }
-  if (!output_path.empty() && !WriteFile(output_path, launcher::RenderSvg(timeline), &err)) {
+  if (!output_path.empty() && !WriteFile(output_path, report::RenderSvg(timeline), &err)) {
     std::cerr << "etrun: error: cannot write " << output_path << ": " << err
               << " (choose another -o path)\n";
     return kExitFailure;
   }
-  std::cout << (as_json ? launcher::SummaryJson(timeline) : launcher::SummaryText(timeline))
+  std::cout << (as_json ? report::SummaryJson(timeline) : report::SummaryText(timeline))
             << std::flush;
   return kExitOk;
 }

@@ -63,6 +63,56 @@ bool IsLocalHost(const std::string& host, const std::vector<Interface>& interfac
   return local;
 }
 
+std::vector<uint32_t> ResolveIPv4(const std::string& host) {
+  std::vector<uint32_t> out;
+  struct in_addr literal;
+  if (inet_pton(AF_INET, host.c_str(), &literal) == 1) return {ntohl(literal.s_addr)};
+  struct addrinfo hints = {};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  struct addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return out;
+  for (struct addrinfo* r = result; r != nullptr; r = r->ai_next) {
+    uint32_t a = ntohl(reinterpret_cast<struct sockaddr_in*>(r->ai_addr)->sin_addr.s_addr);
+    if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  }
+  freeaddrinfo(result);
+  return out;
+}
+
+HostDirectory::HostDirectory(std::vector<Interface> interfaces)
+    : interfaces_(std::move(interfaces)) {}
+
+void HostDirectory::Resolve(const std::vector<std::string>& hosts) {
+  for (const std::string& host : hosts) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = cache_.find(host);
+      if (it != cache_.end() && !it->second.ipv4.empty()) continue;  // unresolved: try again
+    }
+    HostInfo info{IsLocalHost(host, interfaces_), ResolveIPv4(host)};  // unlocked: may block
+    std::lock_guard<std::mutex> lock(mutex_);
+    cache_[host] = std::move(info);
+  }
+}
+
+HostInfo HostDirectory::Lookup(const std::string& host) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = cache_.find(host);
+    if (it != cache_.end()) return it->second;
+    ++misses_;
+  }
+  Resolve({host});
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cache_.at(host);
+}
+
+int HostDirectory::misses() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return misses_;
+}
+
 bool ChooseLocalNics(const std::vector<std::string>& requested,
                      const std::vector<Interface>& interfaces, std::vector<std::string>* nics,
                      std::string* driver_ip, std::string* err) {

@@ -4,6 +4,9 @@
 #ifndef ETRUN_DISCOVERY_NETWORK_H_
 #define ETRUN_DISCOVERY_NETWORK_H_
 
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,6 +25,41 @@ std::vector<Interface> LocalInterfaces();
 // interface carries exactly that address (tests use such addresses as separate hosts).
 // Unresolvable names are not local.
 bool IsLocalHost(const std::string& host, const std::vector<Interface>& interfaces);
+
+// The IPv4 addresses `host` resolves to, host byte order (a dotted quad needs no lookup); empty
+// when it does not resolve. Blocking (getaddrinfo).
+std::vector<uint32_t> ResolveIPv4(const std::string& host);
+
+// What etrun needs to know of a host name, found once.
+struct HostInfo {
+  bool local = false;          // names this machine (IsLocalHost)
+  std::vector<uint32_t> ipv4;  // ResolveIPv4
+};
+
+// A cache of HostInfo, so that name lookups, which may block for seconds on a slow resolver,
+// happen off the event loop: Resolve() on the discovery thread, the runtime's blocking-work
+// thread or before the loop starts; Lookup() on the loop answers from the cache. Thread-safe.
+class HostDirectory {
+ public:
+  explicit HostDirectory(std::vector<Interface> interfaces);
+
+  // Looks up the hosts not cached yet, and again those that did not resolve last time (a
+  // host's DNS record may appear after the host is listed). Blocking.
+  void Resolve(const std::vector<std::string>& hosts);
+
+  // The facts about `host`, as last resolved (an unresolvable name: not local, no address). One
+  // never resolved is resolved now, blocking the caller, and counted in misses().
+  HostInfo Lookup(const std::string& host);
+
+  const std::vector<Interface>& interfaces() const { return interfaces_; }
+  int misses() const;
+
+ private:
+  const std::vector<Interface> interfaces_;
+  mutable std::mutex mutex_;
+  std::map<std::string, HostInfo> cache_;  // guarded by mutex_
+  int misses_ = 0;                         // guarded by mutex_
+};
 
 // Chooses the NICs for a job whose hosts are all local. With no `requested` names: every
 // interface carrying 127.0.0.1 (normally just "lo"), as horovodrun. With names: exactly those,

@@ -1,20 +1,14 @@
 // ScriptRunner: runs the host discovery script (spec §2.4) off the caller's thread, with a
-// timeout, and hands back its stdout and stderr. ShellScriptRunner runs `/bin/sh -c <script>` in
-// the launcher's working directory and environment, in its own process group, on a helper thread;
-// a script still running at the deadline is SIGKILLed with its whole group (horovodrun has no
-// timeout and freezes, §9.1). Tests use a fake. Run/Cancel from one thread.
+// timeout, and hands back its stdout and stderr. The real one, which runs `/bin/sh -c <script>`,
+// is launcher::ShellScriptRunner (launcher/shell_script_runner.h: processes are the launcher's);
+// FixedHosts stands for a host list that never changes (-H or --hostfile in an elastic job).
+// Tests use fakes. Run from one thread.
 #ifndef ETRUN_DISCOVERY_SCRIPT_RUNNER_H_
 #define ETRUN_DISCOVERY_SCRIPT_RUNNER_H_
 
-#include <sys/types.h>
-
-#include <atomic>
-#include <chrono>
-#include <functional>
-#include <mutex>
 #include <cstddef>
+#include <functional>
 #include <string>
-#include <thread>
 
 namespace etrun::discovery {
 
@@ -35,24 +29,18 @@ class ScriptRunner {
   // Starts one run; `done` is called exactly once, on a thread of the runner's choosing (post it
   // to your loop). REQUIRES: no run in progress.
   virtual void Run(std::function<void(ScriptResult)> done) = 0;
+  // Ends a run in progress and waits until its `done` has returned; no Run may follow.
+  virtual void Stop() {}
 };
 
-class ShellScriptRunner : public ScriptRunner {
+// A "script" that always prints the same hosts: done runs at once, on the caller's thread.
+class FixedHosts : public ScriptRunner {
  public:
-  ShellScriptRunner(std::string script, std::chrono::milliseconds timeout);
-  ~ShellScriptRunner() override;  // Kills a run in progress and joins its thread.
-  void Run(std::function<void(ScriptResult)> done) override;
-
-  // Runs the script once on the calling thread (used by Run's thread). `cancel_fd` readable
-  // aborts the run early (-1: none).
-  static ScriptResult RunOnce(const std::string& script, std::chrono::milliseconds timeout,
-                              int cancel_fd);
+  explicit FixedHosts(std::string output) : output_(std::move(output)) {}
+  void Run(std::function<void(ScriptResult)> done) override { done({true, output_, "", ""}); }
 
  private:
-  std::string script_;
-  std::chrono::milliseconds timeout_;
-  std::thread thread_;
-  int cancel_pipe_[2] = {-1, -1};
+  std::string output_;
 };
 
 }  // namespace etrun::discovery

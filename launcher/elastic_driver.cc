@@ -3,10 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include "discovery/discovery_output.h"
+#include "events/schema.h"
 
 namespace etrun::launcher {
 
 namespace {
+
+namespace field = events::field;
 
 std::string Seconds(std::chrono::milliseconds d) {
   return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0);
@@ -72,7 +75,7 @@ void ElasticDriver::OnDiscovery(const discovery::ScriptResult& result, TimePoint
     err = "the host discovery script printed a bad " + err;
   }
   if (!err.empty()) {
-    Emit("discovery_failed", {{"reason", err}});
+    Emit(events::kDiscoveryFailed, {{field::kReason, err}});
     if (!have_discovery_) return Stop(kExitFailure, err + ": fix the script; it must print host:slots lines");
     spdlog::warn("{}; keeping the last host list", err);
     return;
@@ -100,8 +103,8 @@ void ElasticDriver::ApplyHosts(std::vector<discovery::HostSlots> parsed, TimePoi
   for (const auto& [host, slots] : overrides_.add) parsed.push_back({host, slots});
   if (parsed != last_discovery_ || !events_reported_discovery_) {
     nlohmann::json list = nlohmann::json::array();
-    for (const discovery::HostSlots& h : parsed) list.push_back({{"host", h.name}, {"slots", h.slots}});
-    Emit("discovery", {{"hosts", list}});
+    for (const discovery::HostSlots& h : parsed) list.push_back({{field::kHost, h.name}, {field::kSlots, h.slots}});
+    Emit(events::kDiscovery, {{field::kHosts, list}});
     last_discovery_ = parsed;
     events_reported_discovery_ = true;
   }
@@ -111,7 +114,7 @@ void ElasticDriver::ApplyHosts(std::vector<discovery::HostSlots> parsed, TimePoi
   }
   int flags = hosts_->Update(parsed, now);
   for (const std::string& host : was_blacklisted) {
-    if (!hosts_->IsBlacklisted(host)) Emit("host_resurrected", {{"host", host}});
+    if (!hosts_->IsBlacklisted(host)) Emit(events::kHostResurrected, {{field::kHost, host}});
   }
   int available = hosts_->AvailableSlots();
   if (phase_ == Phase::kWaitingToStart) {
@@ -155,7 +158,7 @@ void ElasticDriver::BeginRestart(const std::string& why) {
 void ElasticDriver::MaybeRestart() {
   if (phase_ != Phase::kRestarting || !live_.empty()) return;
   ++resets_;
-  Emit("reset", {{"resets", resets_}, {"reason", restart_reason_}});
+  Emit(events::kReset, {{field::kResets, resets_}, {field::kReason, restart_reason_}});
   if (hosts_->AvailableSlots() >= options_.min_np) return Activate();
   phase_ = Phase::kResuming;
   wait_deadline_ = now_ + options_.elastic_timeout;
@@ -211,9 +214,9 @@ void ElasticDriver::Activate() {
   if (events_ != nullptr && events_->enabled()) {
     nlohmann::json slots = nlohmann::json::array();
     for (const rendezvous::SlotInfo& s : assignment_) {
-      slots.push_back({{"rank", s.rank}, {"host", s.hostname}, {"local_rank", s.local_rank}});
+      slots.push_back({{field::kRank, s.rank}, {field::kHost, s.hostname}, {field::kLocalRank, s.local_rank}});
     }
-    Emit("round", {{"round", round_}, {"world_size", assignment_.size()}, {"assignment", slots}});
+    Emit(events::kRound, {{field::kRound, round_}, {field::kWorldSize, assignment_.size()}, {field::kAssignment, slots}});
   }
   ReleaseWaiting();
   for (const rendezvous::SlotInfo& s : assignment_) {
@@ -327,7 +330,7 @@ void ElasticDriver::Decide(TimePoint now) {
   // Every worker came back ready: they were told the hosts changed (or lost a drained peer).
   if (failed.empty()) reason = "the hosts changed";
   else reason = "worker" + std::string(failed.size() > 1 ? "s " : " ") + reason + " failed";
-  Emit("reset", {{"resets", resets_}, {"reason", reason}});
+  Emit(events::kReset, {{field::kResets, resets_}, {field::kReason, reason}});
   if (hosts_->AvailableSlots() >= options_.min_np) return Activate();
   phase_ = Phase::kResuming;
   wait_deadline_ = now + options_.elastic_timeout;
@@ -378,7 +381,7 @@ void ElasticDriver::BlacklistHost(const std::string& host, const std::string& re
   std::optional<TimePoint> end = hosts_->CooldownEnd(host);
   nlohmann::json cooldown = nullptr;
   if (end) cooldown = std::chrono::duration<double>(*end - now).count();
-  Emit("host_blacklisted", {{"host", host}, {"reason", reason}, {"cooldown_s", cooldown}});
+  Emit(events::kHostBlacklisted, {{field::kHost, host}, {field::kReason, reason}, {field::kCooldownS, cooldown}});
 }
 
 void ElasticDriver::Emit(std::string_view event, nlohmann::json fields) {
@@ -407,7 +410,7 @@ std::string ElasticDriver::ExitReasonFor(const SlotKey& slot, const ExitStatus& 
   auto it = live_.find(slot);
   bool draining = it != live_.end() && it->second.draining;
   bool removed = it != live_.end() && it->second.removed;
-  return ExitReason(status, draining, removed);
+  return events::ExitReason(status, draining, removed);
 }
 
 void ElasticDriver::OnTick(TimePoint now) {

@@ -32,8 +32,9 @@
 
 #include "discovery/host_manager.h"
 #include "discovery/script_runner.h"
-#include "launcher/events.h"
+#include "events/event_log.h"
 #include "launcher/exit_status.h"
+#include "launcher/job_config.h"
 #include "rendezvous/assign.h"
 #include "rendezvous/elastic_handler.h"
 #include "rendezvous/kv_store.h"
@@ -49,7 +50,8 @@ struct ElasticOptions {
   int min_np = 1;                     // slots needed to (re)start
   std::optional<int> max_np;
   int default_slots = 1;              // --slots-per-host for discovery lines without a count
-  std::chrono::milliseconds elastic_timeout{600000};  // waiting for slots, and a round's deadline
+  // Waiting for slots, and a round's deadline.
+  std::chrono::milliseconds elastic_timeout{std::chrono::seconds(kDefaultElasticTimeoutS)};
   std::optional<int> reset_limit;
   // torchrun semantics for workers that do not speak Horovod's elastic protocol: on a change
   // that alters the assignment, or on any failure, every worker is stopped and all slots start
@@ -57,7 +59,7 @@ struct ElasticOptions {
   bool restart_all = false;
 };
 
-// Starts and stops the process of a slot. Real: RankSet with each slot's environment.
+// Starts and stops the process of a slot. Real: ElasticPolicy, through the RankLauncher.
 class WorkerControl {
  public:
   virtual ~WorkerControl() = default;
@@ -112,7 +114,7 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   const HostOverrides& overrides() const { return overrides_; }
 
   // Where discovery, blacklist, round and reset events go (may stay unset).
-  void set_events(EventLog* events) { events_ = events; }
+  void set_events(events::EventLog* events) { events_ = events; }
   // How a live worker's exit should be reported: "finished", "failed", "drained" (its slot or
   // host left the job) or "stopped" (etrun stopped it). Ask before OnWorkerExit.
   std::string ExitReasonFor(const SlotKey& slot, const ExitStatus& status) const;
@@ -130,7 +132,6 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   const std::vector<rendezvous::SlotInfo>& assignment() const { return assignment_; }
   int round() const { return round_; }
   int resets() const { return resets_; }
-  size_t live_workers() const { return live_.size(); }
 
  private:
   enum class Phase { kWaitingToStart, kRunning, kRestarting, kResuming, kStopping, kDone };
@@ -184,7 +185,7 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   std::string first_failure_;
   int exit_code_ = 0;
   std::string summary_;
-  EventLog* events_ = nullptr;
+  events::EventLog* events_ = nullptr;
   std::vector<discovery::HostSlots> last_discovery_;  // as last reported in an event
   bool events_reported_discovery_ = false;
   std::string restart_reason_;

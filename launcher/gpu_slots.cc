@@ -5,7 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "launcher/program_output.h"
-#include "launcher/spawner.h"
+#include "launcher/child.h"
 
 namespace etrun::launcher {
 namespace {
@@ -74,9 +74,7 @@ bool DetectLocalGpus(const std::vector<std::string>& environment, GpuSlots* gpus
   gpus->pool.clear();
   gpus->counted = false;
   gpus->source.clear();
-  std::string path_env;
   for (const std::string& kv : environment) {
-    if (kv.starts_with("PATH=")) path_env = kv.substr(5);
     if (!kv.starts_with("CUDA_VISIBLE_DEVICES=")) continue;
     std::istringstream in(kv.substr(21));
     for (std::string id; std::getline(in, id, ',');) {
@@ -92,7 +90,7 @@ bool DetectLocalGpus(const std::vector<std::string>& environment, GpuSlots* gpus
     return true;
   }
   std::string unused;
-  if (LocalSpawner::ResolveProgram("nvidia-smi", path_env, &unused).empty()) {
+  if (FindProgram("nvidia-smi", EnvValue(environment, "PATH"), &unused).empty()) {
     *warning = FlagText(*gpus) + ": no nvidia-smi on PATH, so this host's GPUs are not counted; "
                "ranks get GPUs by local rank unchecked";
     return true;

@@ -9,31 +9,27 @@
 
 #include <set>
 
+#include "launcher/child.h"
+
 namespace etrun::launcher {
 namespace {
 
 // Messages are native ints: +pgid watch, -pgid forget, 0 dismiss.
-[[noreturn]] void GuardianMain(int fd) {
-  // Keep out of the way: own session (a terminal's Ctrl-C or a kill of etrun's process group
-  // does not reach us), no terminal fds held open (a pipe reader sees EOF when etrun exits).
-  setsid();
+// Runs in the child made by ForkChild: own session (a terminal's Ctrl-C or a kill of etrun's
+// process group does not reach it), stdio on /dev/null (no terminal fd held open).
+[[noreturn]] void GuardianMain(void* arg) {
+  int fd = *static_cast<int*>(arg);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU}) {
     signal(sig, SIG_IGN);
   }
-  // Hold no descriptor of etrun's but the command pipe (moved to 3).
+  // Hold no descriptor of etrun's but the command pipe (moved to 3), so a pipe reader sees EOF
+  // when etrun exits.
   if (fd != 3) {
     dup2(fd, 3);
     close(fd);
     fd = 3;
   }
   close_range(4, ~0U, 0);
-  int devnull = open("/dev/null", O_RDWR);
-  if (devnull >= 0) {
-    dup2(devnull, STDIN_FILENO);
-    dup2(devnull, STDOUT_FILENO);
-    dup2(devnull, STDERR_FILENO);
-    if (devnull > STDERR_FILENO) close(devnull);
-  }
   std::set<pid_t> groups;
   while (true) {
     int message;
@@ -58,18 +54,18 @@ bool Guardian::Start(std::string* err) {
     *err = std::string("cannot create the guardian's pipe: ") + strerror(errno);
     return false;
   }
-  pid_t pid = fork();
+  ChildOptions options;
+  options.own_session = true;
+  options.devnull_output = true;
+  int read_end = fds[0];
+  // The child closes its copy of the write end with everything else above 3 (close_range).
+  pid_t pid = ForkChild(options, GuardianMain, &read_end, err);
+  close(fds[0]);
   if (pid < 0) {
-    *err = std::string("cannot fork the guardian: ") + strerror(errno);
-    close(fds[0]);
+    *err = "cannot fork the guardian: " + *err;
     close(fds[1]);
     return false;
   }
-  if (pid == 0) {
-    close(fds[1]);
-    GuardianMain(fds[0]);
-  }
-  close(fds[0]);
   pid_ = pid;
   fd_ = fds[1];
   return true;

@@ -30,8 +30,6 @@ class Guardian {
   // Tells the guardian etrun has cleaned up itself; it exits without killing anything.
   void Dismiss();
 
-  pid_t pid() const { return pid_; }
-
  private:
   void Send(int message);
 

@@ -5,13 +5,21 @@
 #ifndef ETRUN_LAUNCHER_JOB_CONFIG_H_
 #define ETRUN_LAUNCHER_JOB_CONFIG_H_
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "discovery/host_slots.h"
+
 namespace etrun {
+
+// Defaults of flags whose JobConfig value stays "not given" (std::nullopt) until used.
+inline constexpr int kDefaultElasticTimeoutS = 600;       // --elastic-timeout
+inline constexpr double kDefaultDiscoveryIntervalS = 1.0;  // --discovery-interval
+inline constexpr double kDefaultDiscoveryTimeoutS = 30.0;  // --discovery-timeout
 
 // Static-mode controller (spec §1.5). kDefault behaves as Gloo: a standalone launcher cannot ask
 // whether Horovod was built with MPI.
@@ -93,7 +101,27 @@ struct JobConfig {
   std::vector<std::string> command;
 
   bool elastic() const { return min_np.has_value() || !host_discovery_script.empty(); }
+  std::chrono::milliseconds discovery_interval() const {
+    return Millis(discovery_interval_s.value_or(kDefaultDiscoveryIntervalS));
+  }
+  std::chrono::milliseconds discovery_timeout() const {
+    return Millis(discovery_timeout_s.value_or(kDefaultDiscoveryTimeoutS));
+  }
+  std::chrono::milliseconds grace_period() const { return Millis(grace_period_s); }
+
+ private:
+  static std::chrono::milliseconds Millis(double seconds) {
+    return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+  }
 };
+
+// --job-name, or a name derived from the command: the script's or program's base name without
+// its extension (`python3 /x/train.py` -> "train"); used by events and the control endpoint.
+std::string JobName(const JobConfig& config);
+
+// The job's fixed hosts: -H, --hostfile (read now), or localhost:<np>. Returns false and sets
+// *err naming the flag or file and the problem.
+bool JobHosts(const JobConfig& config, std::vector<discovery::HostSlots>* hosts, std::string* err);
 
 }  // namespace etrun
 

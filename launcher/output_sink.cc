@@ -20,8 +20,16 @@ OutputSink::~OutputSink() {
   wake_.notify_all();
   writer_.join();
   for (auto& d : dests_) {
-    if (d->owned) close(d->fd);
+    if (d->owned && !d->closed) close(d->fd);
   }
+}
+
+void OutputSink::Release(int dest) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dests_[dest]->released = true;
+  }
+  wake_.notify_one();
 }
 
 int OutputSink::AddDestination(int fd, bool owned, std::string label) {
@@ -96,6 +104,15 @@ void OutputSink::WriterLoop() {
   std::vector<std::string> batch;  // one per destination, swapped with the shared buffers
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
+    // Released destinations whose last bytes are written are closed and their buffers freed.
+    for (size_t i = 0; i < dests_.size(); ++i) {
+      Destination* d = dests_[i].get();
+      if (!d->released || d->closed || !d->buffer.empty()) continue;
+      if (d->owned) close(d->fd);
+      d->closed = true;
+      std::string().swap(d->buffer);
+      if (i < batch.size()) std::string().swap(batch[i]);
+    }
     bool any = false;
     for (auto& d : dests_) any = any || !d->buffer.empty();
     if (!any) {

@@ -2,7 +2,8 @@
 // appends whole formatted pieces and never blocks; a writer thread drains them with large
 // write(2)s, so a slow console (a paused pager, a slow pipe) stalls nobody but the ranks it must
 // (through backpressure), and lines from different ranks are never interleaved within a line.
-// Thread-safe: Append/Commit from one producer thread, the writer is internal.
+// Thread-safe: AddDestination, Append, Release, ShouldPause and Flush from one producer thread
+// (the event loop's); the writer is internal.
 #ifndef ETRUN_LAUNCHER_OUTPUT_SINK_H_
 #define ETRUN_LAUNCHER_OUTPUT_SINK_H_
 
@@ -34,6 +35,10 @@ class OutputSink {
   // Queues bytes for a destination and wakes the writer. Never blocks on I/O.
   void Append(int dest, std::string_view data);
 
+  // No more bytes come for `dest`: once what was appended is written, its fd is closed (when
+  // owned) and its buffers are freed. A rank's log files are released when it finishes.
+  void Release(int dest);
+
   // True when the producer should stop producing until `on_drained` runs. Exactly one
   // on_drained call follows each true answer.
   bool ShouldPause();
@@ -47,6 +52,8 @@ class OutputSink {
     int fd = -1;
     bool owned = false;
     bool failed = false;
+    bool released = false;  // guarded by mutex_
+    bool closed = false;    // guarded by mutex_
     std::string label;
     std::string buffer;  // guarded by mutex_
   };

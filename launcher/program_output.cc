@@ -40,7 +40,7 @@ bool RunForOutput(const std::vector<std::string>& argv, const std::vector<std::s
   LocalSpawner spawner;
   if (!spawner.Start(spec, &child, err)) return false;
   std::string exec_err;
-  bool exec_ok = LocalSpawner::AwaitExec(&child, &exec_err);
+  bool exec_ok = spawner.AwaitStart(&child, &exec_err);
   ProgramOutput output;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   bool timed_out = false;

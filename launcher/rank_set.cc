@@ -24,13 +24,15 @@ struct RankSet::Stream {
       : pipe(*io, fd),
         formatter(r, is_stderr, o.timestamps, o.timestamp_format),
         console(is_stderr ? o.console_err : o.console_out),
-        file(is_stderr ? o.file_err : o.file_out) {}
+        file(is_stderr ? o.file_err : o.file_out),
+        raw(o.raw) {}
   Rank* owner = nullptr;
   asio::posix::stream_descriptor pipe;
   LineSplitter splitter;
   PrefixFormatter formatter;
   int console;
   int file;
+  bool raw;
   bool open = true;
   std::unique_ptr<char[]> buffer{new char[kReadChunk]};
 };
@@ -42,6 +44,7 @@ struct RankSet::Rank {
   std::string host;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   SpawnedProcess process;
+  bool supervisor = false;
   bool exited = false;
   bool finished = false;
   ExitStatus status;
@@ -68,15 +71,15 @@ RankSet::RankSet(asio::io_context* io, Spawner* spawner, OutputSink* sink, Guard
 
 RankSet::~RankSet() {
   sink_->set_on_drained(nullptr);
-  for (auto& r : ranks_) {
+  for (auto& [id, r] : ranks_) {
     if (r->finished) continue;
-    kill(-r->process.pid, SIGKILL);
+    Kill(*r, SIGKILL);
     if (!r->exited) {
       int status;
       while (waitpid(r->process.pid, &status, 0) < 0 && errno == EINTR) {
       }
     }
-    if (guardian_ != nullptr) guardian_->Forget(r->process.pid);
+    if (guardian_ != nullptr && !r->supervisor) guardian_->Forget(r->process.pid);
   }
 }
 
@@ -84,29 +87,36 @@ bool RankSet::Start(int rank, const std::string& host, const LaunchSpec& spec,
                     const RankOutput& output, std::string* err, int* id) {
   SpawnedProcess process;
   if (!spawner_->Start(spec, &process, err)) return false;
-  if (guardian_ != nullptr) guardian_->Watch(process.pid);
+  if (guardian_ != nullptr && !spec.supervisor) guardian_->Watch(process.pid);
   auto r = std::make_unique<Rank>(io_);
   r->rank = rank;
   r->host = host;
   r->process = process;
+  r->supervisor = spec.supervisor;
   r->out = std::make_unique<Stream>(io_, process.stdout_fd, rank, false, output);
   r->err = std::make_unique<Stream>(io_, process.stderr_fd, rank, true, output);
   r->out->owner = r.get();
   r->err->owner = r.get();
   Arm(r->out.get());
   Arm(r->err.get());
-  r->id = static_cast<int>(ranks_.size());
+  r->id = next_id_++;
   if (id != nullptr) *id = r->id;
-  ranks_.push_back(std::move(r));
+  unawaited_.push_back(r->id);
+  ranks_.emplace(r->id, std::move(r));
   ++active_;
   return true;
 }
 
 bool RankSet::AwaitExecs(std::string* err) {
   bool ok = true;
-  for (auto& r : ranks_) {
+  std::vector<int> ids;
+  ids.swap(unawaited_);
+  for (int id : ids) {
+    auto it = ranks_.find(id);
+    if (it == ranks_.end()) continue;
+    Rank* r = it->second.get();
     std::string why;
-    if (!LocalSpawner::AwaitExec(&r->process, &why) && ok) {
+    if (!spawner_->AwaitStart(&r->process, &why) && ok) {
       *err = "rank " + std::to_string(r->rank) + " on " + r->host + " could not start: " + why;
       ok = false;
     }
@@ -124,10 +134,14 @@ void RankSet::OnRead(Stream* s, const boost::system::error_code& ec, size_t n) {
   if (n > 0) {
     std::string_view data(s->buffer.get(), n);
     scratch_.clear();
-    s->splitter.Feed(data, [this, s](std::string_view piece, bool terminated) {
-      s->formatter.Append(piece, terminated, &scratch_);
-    });
-    sink_->Append(s->console, scratch_);
+    if (s->raw) {
+      sink_->Append(s->console, data);
+    } else {
+      s->splitter.Feed(data, [this, s](std::string_view piece, bool terminated) {
+        s->formatter.Append(piece, terminated, &scratch_);
+      });
+      sink_->Append(s->console, scratch_);
+    }
     if (s->file >= 0) sink_->Append(s->file, data);
   }
   if (ec) {  // EOF, or the pipe broke: either way this stream is over
@@ -152,6 +166,9 @@ void RankSet::CloseStream(Stream* s) {
   s->open = false;
   boost::system::error_code ignored;
   s->pipe.close(ignored);
+  s->buffer.reset();
+  std::erase(paused_, s);
+  if (s->file >= 0) sink_->Release(s->file);
 }
 
 void RankSet::Resume() {
@@ -163,10 +180,12 @@ void RankSet::Resume() {
 }
 
 void RankSet::Reap() {
-  // By index, not by iterator: a finish callback may Start() ranks and so reallocate ranks_
-  // (elastic mode does, on a rank's exit). Ranks started meanwhile are checked too.
-  for (size_t i = 0; i < ranks_.size(); ++i) {
-    Rank* r = ranks_[i].get();
+  // By id, looked up anew each time: a finish callback may Start() ranks (elastic mode does, on
+  // a rank's exit) or finish others. Ranks started meanwhile are checked too.
+  for (int id = 0; id < next_id_; ++id) {
+    auto it = ranks_.find(id);
+    if (it == ranks_.end()) continue;
+    Rank* r = it->second.get();
     if (r->exited) continue;
     int status;
     pid_t got = waitpid(r->process.pid, &status, WNOHANG);
@@ -187,7 +206,7 @@ void RankSet::OnDrainTimer(Rank* r, int stage) {
   if (stage == 1) {
     spdlog::warn("rank {} exited but its output is still held open by processes it started; "
                     "killing its process group", r->rank);
-    kill(-r->process.pid, SIGKILL);
+    Kill(*r, SIGKILL);
     r->drain_timer.expires_after(std::chrono::seconds(1));
     r->drain_timer.async_wait([this, r](const boost::system::error_code& ec) {
       if (!ec) OnDrainTimer(r, 2);
@@ -204,33 +223,45 @@ void RankSet::MaybeFinish(Rank* r) {
   if (r->finished || !r->exited || r->out->open || r->err->open) return;
   r->finished = true;
   r->drain_timer.cancel();
-  kill(-r->process.pid, SIGKILL);  // whatever the rank left behind in its group
-  if (guardian_ != nullptr) guardian_->Forget(r->process.pid);
+  if (!r->supervisor) Kill(*r, SIGKILL);  // whatever the rank left behind in its group
+  if (guardian_ != nullptr && !r->supervisor) guardian_->Forget(r->process.pid);
   --active_;
-  if (on_finished_) on_finished_({r->id, r->rank, r->host, r->process.pid, r->status});
+  Finished record{r->id, r->rank, r->host, r->process.pid, r->status};
+  // Forgotten once the handler running now (a read, a timer, a reap) has returned.
+  std::weak_ptr<bool> alive = alive_;
+  asio::post(*io_, [this, alive, id = r->id] {
+    if (alive.lock()) Forget(id);
+  });
+  if (on_finished_) on_finished_(record);
+}
+
+void RankSet::Forget(int id) { ranks_.erase(id); }
+
+void RankSet::Kill(const Rank& r, int sig) const {
+  kill(r.supervisor ? r.process.pid : -r.process.pid, sig);
 }
 
 pid_t RankSet::pid(int id) const {
-  return id >= 0 && id < static_cast<int>(ranks_.size()) ? ranks_[id]->process.pid : -1;
+  auto it = ranks_.find(id);
+  return it == ranks_.end() || it->second->finished ? -1 : it->second->process.pid;
 }
 
 std::vector<RankSet::Running> RankSet::Unfinished() const {
   std::vector<Running> out;
-  for (const auto& r : ranks_) {
+  for (const auto& [id, r] : ranks_) {
     if (!r->finished) out.push_back({r->id, r->rank, r->host, r->process.pid, r->started});
   }
   return out;
 }
 
 void RankSet::Signal(int id, int sig) {
-  if (id >= 0 && id < static_cast<int>(ranks_.size()) && !ranks_[id]->finished) {
-    kill(-ranks_[id]->process.pid, sig);
-  }
+  auto it = ranks_.find(id);
+  if (it != ranks_.end() && !it->second->finished) Kill(*it->second, sig);
 }
 
 void RankSet::SignalAll(int sig) {
-  for (auto& r : ranks_) {
-    if (!r->finished) kill(-r->process.pid, sig);
+  for (auto& [id, r] : ranks_) {
+    if (!r->finished) Kill(*r, sig);
   }
 }
 

@@ -3,12 +3,17 @@
 // pieces, prefixed and queued on the OutputSink; reading pauses while the sink is congested, so
 // nothing is dropped and memory stays bounded. A rank is *finished* once its process has exited
 // and both pipes reached EOF (or were given up after a grace period); its process group is then
-// SIGKILLed so no child of it outlives it. Driver thread only (the io_context's thread).
+// SIGKILLed so no child of it outlives it. A finished rank is forgotten at once (its buffers
+// freed; callers keep what they need from the Finished record), so a long elastic job that
+// restarts ranks many times holds memory for its live ranks only.
+// A supervisor process (LaunchSpec::supervisor, e.g. mpirun) is signalled alone, not as a group,
+// and is not given to the guardian. Driver thread only (the io_context's thread).
 #ifndef ETRUN_LAUNCHER_RANK_SET_H_
 #define ETRUN_LAUNCHER_RANK_SET_H_
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +36,7 @@ struct RankOutput {
   int file_err = -1;
   bool timestamps = false;
   TimestampFormat timestamp_format = TimestampFormat::kAsctime;
+  bool raw = false;       // pass bytes through unprefixed (mpirun tags its ranks' lines itself)
 };
 
 class RankSet {
@@ -52,12 +58,14 @@ class RankSet {
   RankSet& operator=(const RankSet&) = delete;
 
   // Starts one rank; `rank` labels its output. Returns false and sets *err if it could not be
-  // started (nothing of it is left running). *id (if given) identifies this process from now on.
+  // started (nothing of it is left running). *id (if given) identifies this process from now on;
+  // ids are never reused.
   bool Start(int rank, const std::string& host, const LaunchSpec& spec, const RankOutput& output,
              std::string* err, int* id = nullptr);
 
-  // Waits for every started rank to have exec'd. Returns false and sets *err (naming the rank)
-  // for the first that could not; that rank exits 127 and is reaped as usual.
+  // Waits for every rank started since the last call to have exec'd (Spawner::AwaitStart).
+  // Returns false and sets *err (naming the rank) for the first that could not; that rank exits
+  // 127 and is reaped as usual.
   bool AwaitExecs(std::string* err);
 
   // Reaps exited ranks; call on SIGCHLD (spurious calls are harmless).
@@ -72,7 +80,7 @@ class RankSet {
   // Ranks started and not yet finished.
   int active() const { return active_; }
 
-  // The process id of a started rank (its group id too).
+  // The process id of an unfinished rank (its group id too); -1 once it finished.
   pid_t pid(int id) const;
 
   // Ranks not yet finished, for `etrun status`.
@@ -100,13 +108,17 @@ class RankSet {
   void Resume();
   void OnDrainTimer(Rank* rank, int stage);
   void MaybeFinish(Rank* rank);
+  void Forget(int id);
+  void Kill(const Rank& rank, int sig) const;
 
   boost::asio::io_context* io_;
   Spawner* spawner_;
   OutputSink* sink_;
   Guardian* guardian_;
   std::chrono::milliseconds drain_grace_;
-  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::map<int, std::unique_ptr<Rank>> ranks_;  // unfinished ranks (and just-finished ones)
+  int next_id_ = 0;
+  std::vector<int> unawaited_;  // ids whose exec has not been awaited
   std::vector<Stream*> paused_;
   std::string scratch_;  // formatted output of one read, reused
   int active_ = 0;

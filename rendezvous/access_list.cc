@@ -56,25 +56,8 @@ AccessList::AccessList(const std::vector<std::string>& local_addresses, std::vec
   }
 }
 
-bool AccessList::AddHost(const std::string& host) {
-  if (hosts_.count(host) != 0) return true;
-  uint32_t a;
-  if (ParseAddress(host, &a)) {
-    addresses_.insert(a);
-    hosts_.insert(host);
-    return true;
-  }
-  struct addrinfo hints = {};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  struct addrinfo* result = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return false;
-  for (struct addrinfo* r = result; r != nullptr; r = r->ai_next) {
-    addresses_.insert(ntohl(reinterpret_cast<struct sockaddr_in*>(r->ai_addr)->sin_addr.s_addr));
-  }
-  freeaddrinfo(result);
-  hosts_.insert(host);
-  return true;
+void AccessList::Admit(const std::vector<uint32_t>& addresses) {
+  addresses_.insert(addresses.begin(), addresses.end());
 }
 
 bool AccessList::Allows(uint32_t address) const {

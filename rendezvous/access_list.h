@@ -2,7 +2,8 @@
 // answer anyone who can reach the port; etrun's answers this machine (127.0.0.1 and the
 // addresses of its interfaces), the job's hosts (every address their names resolve to, for every
 // host the job has used) and the networks given with --rendezvous-allow; others get 403.
-// Driver thread only.
+// Names are resolved by the caller (discovery::HostDirectory, off the event loop): the list
+// only holds addresses. Driver thread only.
 #ifndef ETRUN_RENDEZVOUS_ACCESS_LIST_H_
 #define ETRUN_RENDEZVOUS_ACCESS_LIST_H_
 
@@ -27,16 +28,14 @@ class AccessList {
   // This machine's own addresses (dotted quads) and the --rendezvous-allow networks.
   AccessList(const std::vector<std::string>& local_addresses, std::vector<Cidr> allowed);
 
-  // Admits every IPv4 address `host` resolves to (a dotted quad needs no lookup). Names already
-  // admitted are not looked up again. Returns false when the name does not resolve.
-  bool AddHost(const std::string& host);
+  // Admits these IPv4 addresses (host byte order): a job host's, as its name resolves.
+  void Admit(const std::vector<uint32_t>& addresses);
 
   // Whether a peer at `address` (host byte order) may use the server.
   bool Allows(uint32_t address) const;
 
  private:
   std::set<uint32_t> addresses_;
-  std::set<std::string> hosts_;
   std::vector<Cidr> allowed_;
 };
 

@@ -409,7 +409,7 @@ TEST_CASE("restart mode: an unreachable host is blacklisted and the next world s
 }
 
 // The "event" names of captured events, with one detail each, e.g. "round 2 size=2".
-std::vector<std::string> EventNames(const etrun::launcher::EventLog& log) {
+std::vector<std::string> EventNames(const etrun::events::EventLog& log) {
   std::vector<std::string> out;
   for (const auto& e : log.captured()) {
     std::string name = e["event"];
@@ -423,7 +423,7 @@ std::vector<std::string> EventNames(const etrun::launcher::EventLog& log) {
 }
 
 TEST_CASE("events: discovery changes, rounds, a blacklist and a reset, with exit reasons") {
-  etrun::launcher::EventLog events;
+  etrun::events::EventLog events;
   events.Capture();
   Job job;
   job.driver.set_events(&events);
@@ -452,7 +452,7 @@ TEST_CASE("events: discovery changes, rounds, a blacklist and a reset, with exit
 
 TEST_CASE("events: a reset without failures names the host change, not an empty worker list") {
   // Found by scripts/soak.sh: a removed host made the reset read "worker  failed".
-  etrun::launcher::EventLog events;
+  etrun::events::EventLog events;
   events.Capture();
   Job job;
   job.driver.set_events(&events);
@@ -468,7 +468,7 @@ TEST_CASE("events: a reset without failures names the host change, not an empty 
 }
 
 TEST_CASE("events: a failed discovery run is reported and the hosts are kept") {
-  etrun::launcher::EventLog events;
+  etrun::events::EventLog events;
   events.Capture();
   Job job;
   job.driver.set_events(&events);

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "discovery/network.h"
+
 namespace etrun::rendezvous {
 namespace {
 
@@ -44,10 +46,10 @@ TEST_CASE("the access list admits this machine, job hosts and allowed networks o
   CHECK(access.Allows(Ip("10.20.3.4")));   // --rendezvous-allow
   CHECK_FALSE(access.Allows(Ip("127.0.0.2")));  // another loopback "host" is not this machine
   CHECK_FALSE(access.Allows(Ip("198.51.100.1")));
-  CHECK(access.AddHost("198.51.100.1"));
+  access.Admit(discovery::ResolveIPv4("198.51.100.1"));
   CHECK(access.Allows(Ip("198.51.100.1")));
-  CHECK(access.AddHost("localhost"));  // names are resolved
-  CHECK_FALSE(access.AddHost("no-such-host.invalid"));
+  CHECK_FALSE(discovery::ResolveIPv4("localhost").empty());  // names are resolved
+  CHECK(discovery::ResolveIPv4("no-such-host.invalid").empty());
 }
 
 }  // namespace

@@ -11,9 +11,9 @@
 #include <string_view>
 
 #include "launcher/exit_status.h"
-#include "launcher/report.h"
+#include "report/report.h"
 
-namespace etrun::launcher {
+namespace etrun::report {
 namespace {
 
 constexpr double kWidth = 1000;
@@ -545,4 +545,4 @@ std::string RenderSvg(const JobTimeline& tl) {
          grid + body + "</svg>\n";
 }
 
-}  // namespace etrun::launcher
+}  // namespace etrun::report

@@ -1,6 +1,6 @@
 // The mpirun command line of --mpi against horovodrun's own (spec §8.3): etrun's argv must be the
 // words horovodrun's /bin/sh makes of its command string, for the spec's generated examples.
-#include "launcher/mpi_command.h"
+#include "launcher/mpi/mpi_command.h"
 
 #include <doctest/doctest.h>
 
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "launcher/mpi_run.h"
+#include "launcher/mpi/mpi_policy.h"
 
 using etrun::JobConfig;
 using etrun::launcher::AddOpenMpiEnv;

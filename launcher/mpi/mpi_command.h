@@ -4,8 +4,8 @@
 // as a single word, the command's words arrive exactly as given. --mpi-args and --binding-args,
 // which horovodrun's shell splits, are split here as a shell would (SplitShellWords). Pure;
 // thread-safe.
-#ifndef ETRUN_LAUNCHER_MPI_COMMAND_H_
-#define ETRUN_LAUNCHER_MPI_COMMAND_H_
+#ifndef ETRUN_LAUNCHER_MPI_MPI_COMMAND_H_
+#define ETRUN_LAUNCHER_MPI_MPI_COMMAND_H_
 
 #include <string>
 #include <vector>
@@ -44,4 +44,4 @@ bool BuildMpirunArgv(const JobConfig& config, const MpiJob& job, std::vector<std
 
 }  // namespace etrun::launcher
 
-#endif  // ETRUN_LAUNCHER_MPI_COMMAND_H_
+#endif  // ETRUN_LAUNCHER_MPI_MPI_COMMAND_H_

@@ -1,4 +1,4 @@
-#include "launcher/ssh_host.h"
+#include "launcher/ssh/ssh_host.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -672,41 +672,54 @@ void SshHost::State::Run(int listen_fd, int wake_fd) {
   }
 }
 
-SshHost::SshHost(SshTarget target) : target_(std::move(target)) {
+SshHost::SshHost(SshTarget target) : target_(std::move(target)) {}
+
+std::unique_ptr<SshHost> SshHost::Create(SshTarget target, std::string* err) {
   static std::once_flag init;
   std::call_once(init, [] { libssh2_init(0); });
+  std::unique_ptr<SshHost> host(new SshHost(std::move(target)));
   std::random_device random;
-  socket_name_ = fmt::format("etrun-ssh/{}/{:08x}{:08x}", getpid(), random(), random());
-  listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  host->socket_name_ = fmt::format("etrun-ssh/{}/{:08x}{:08x}", getpid(), random(), random());
+  host->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   struct sockaddr_un addr = {};
   addr.sun_family = AF_UNIX;
-  memcpy(addr.sun_path + 1, socket_name_.data(), socket_name_.size());
-  socklen_t len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 + socket_name_.size());
-  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<struct sockaddr*>(&addr), len) != 0 ||
-      listen(listen_fd_, SOMAXCONN) != 0 || pipe2(wake_fd_, O_CLOEXEC) != 0) {
-    std::string why = strerror(errno);
-    if (listen_fd_ >= 0) close(listen_fd_);
-    throw std::runtime_error("cannot create the SSH helper socket: " + why);
+  memcpy(addr.sun_path + 1, host->socket_name_.data(), host->socket_name_.size());
+  socklen_t len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 +
+                                         host->socket_name_.size());
+  if (host->listen_fd_ < 0 ||
+      bind(host->listen_fd_, reinterpret_cast<struct sockaddr*>(&addr), len) != 0 ||
+      listen(host->listen_fd_, SOMAXCONN) != 0 || pipe2(host->wake_fd_, O_CLOEXEC) != 0) {
+    *err = std::string("cannot create the SSH helper socket: ") + strerror(errno);
+    return nullptr;  // the destructor closes what was opened; no thread runs yet
   }
-  state_ = std::make_unique<State>(target_, unreachable_);
-  thread_ = std::thread([this] { state_->Run(listen_fd_, wake_fd_[0]); });
+  host->state_ = std::make_unique<State>(host->target_, host->unreachable_);
+  SshHost* raw = host.get();
+  host->thread_ = std::thread([raw] { raw->state_->Run(raw->listen_fd_, raw->wake_fd_[0]); });
+  return host;
 }
 
 SshHost::~SshHost() {
-  char stop = 'q';
-  [[maybe_unused]] ssize_t n = write(wake_fd_[1], &stop, 1);
-  thread_.join();
+  if (thread_.joinable()) {
+    char stop = 'q';
+    [[maybe_unused]] ssize_t n = write(wake_fd_[1], &stop, 1);
+    thread_.join();
+  }
   state_.reset();  // closes channels and sessions
-  close(listen_fd_);
-  close(wake_fd_[0]);
-  close(wake_fd_[1]);
+  for (int fd : {listen_fd_, wake_fd_[0], wake_fd_[1]}) {
+    if (fd >= 0) close(fd);
+  }
 }
 
-const std::string& SshHosts::SocketFor(const SshTarget& target) {
+bool SshHosts::SocketFor(const SshTarget& target, std::string* socket, std::string* err) {
   std::string key = target.host + ":" + std::to_string(target.port);
   auto& host = hosts_[key];
-  if (host == nullptr) host = std::make_unique<SshHost>(target);
-  return host->socket_name();
+  if (host == nullptr) host = SshHost::Create(target, err);
+  if (host == nullptr) {
+    hosts_.erase(key);
+    return false;
+  }
+  *socket = host->socket_name();
+  return true;
 }
 
 }  // namespace etrun::launcher

@@ -13,8 +13,8 @@
 // The socket is abstract (nothing on disk to leave behind) and refuses peers of other users.
 // A host that stops answering is declared lost after TCP_USER_TIMEOUT (keepalives keep data in
 // flight), so its ranks fail instead of hanging.
-#ifndef ETRUN_LAUNCHER_SSH_HOST_H_
-#define ETRUN_LAUNCHER_SSH_HOST_H_
+#ifndef ETRUN_LAUNCHER_SSH_SSH_HOST_H_
+#define ETRUN_LAUNCHER_SSH_SSH_HOST_H_
 
 #include <atomic>
 #include <map>
@@ -22,16 +22,16 @@
 #include <string>
 #include <thread>
 
-#include "launcher/ssh_rank.h"
+#include "launcher/ssh/ssh_rank.h"
 
 namespace etrun::launcher {
 
 class SshHost {
  public:
   // Creates the unix socket stubs connect to and starts the host's thread. The SSH connection
-  // itself is made when the first rank asks for it. Throws std::runtime_error when the socket
+  // itself is made when the first rank asks for it. Returns null and sets *err when the socket
   // cannot be created.
-  explicit SshHost(SshTarget target);
+  static std::unique_ptr<SshHost> Create(SshTarget target, std::string* err);
   // Closes every channel (their remote commands are stopped) and the sessions, then joins.
   ~SshHost();
   SshHost(const SshHost&) = delete;
@@ -45,6 +45,7 @@ class SshHost {
   bool unreachable() const { return unreachable_->load(); }
 
  private:
+  explicit SshHost(SshTarget target);
   struct State;  // owned by the thread while it runs
   std::shared_ptr<std::atomic<bool>> unreachable_ = std::make_shared<std::atomic<bool>>(false);
   SshTarget target_;
@@ -58,8 +59,9 @@ class SshHost {
 // The SshHosts of one job, one per (host, port): ranks on the same host share its connection.
 class SshHosts {
  public:
-  // The socket for `target`'s host, starting its SshHost on first use. Throws like SshHost.
-  const std::string& SocketFor(const SshTarget& target);
+  // Sets *socket to the socket for `target`'s host, starting its SshHost on first use. Returns
+  // false and sets *err when it cannot be started.
+  bool SocketFor(const SshTarget& target, std::string* socket, std::string* err);
 
   // Whether `host` (any port) is currently unreachable; see SshHost::unreachable.
   bool Unreachable(const std::string& host) const;
@@ -70,4 +72,4 @@ class SshHosts {
 
 }  // namespace etrun::launcher
 
-#endif  // ETRUN_LAUNCHER_SSH_HOST_H_
+#endif  // ETRUN_LAUNCHER_SSH_SSH_HOST_H_

@@ -7,8 +7,8 @@
 // kills that process group when the channel's stdin closes: when etrun stops the rank (the
 // channel gets EOF), when etrun or the stub dies, or when the connection drops, no remote
 // process is left behind (horovodrun's ssh leaves them running, spec §9.14).
-#ifndef ETRUN_LAUNCHER_SSH_RANK_H_
-#define ETRUN_LAUNCHER_SSH_RANK_H_
+#ifndef ETRUN_LAUNCHER_SSH_SSH_RANK_H_
+#define ETRUN_LAUNCHER_SSH_SSH_RANK_H_
 
 #include <string>
 #include <vector>
@@ -34,9 +34,6 @@ struct SshTarget {
 std::string RemoteCommand(const std::string& cwd, const std::vector<std::string>& env,
                           const std::vector<std::string>& argv, double grace_s);
 
-// POSIX shell single-quoting.
-std::string ShellQuote(const std::string& word);
-
 // The stub's argv (after the program path): the mode, its host's SshHost socket, a label for
 // messages ("host:port") and the remote command.
 std::vector<std::string> SshRankArgs(const std::string& socket_name, const std::string& label,
@@ -49,4 +46,4 @@ int SshRankMain(int argc, char** argv);
 
 }  // namespace etrun::launcher
 
-#endif  // ETRUN_LAUNCHER_SSH_RANK_H_
+#endif  // ETRUN_LAUNCHER_SSH_SSH_RANK_H_

@@ -1,4 +1,6 @@
-#include "launcher/events.h"
+#include "events/event_log.h"
+
+#include "events/schema.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
-namespace etrun::launcher {
+namespace etrun::events {
 
 namespace {
 
@@ -83,21 +85,21 @@ void EventLog::Emit(std::string_view event, nlohmann::json fields) {
 }
 
 std::string ExitReason(const ExitStatus& status, bool stopped_by_etrun, bool removed) {
-  if (removed) return "drained";
-  if (stopped_by_etrun) return "stopped";
-  return status.success() ? "finished" : "failed";
+  if (removed) return kDrained;
+  if (stopped_by_etrun) return kStopped;
+  return status.success() ? kFinished : kFailed;
 }
 
 nlohmann::json ExitFields(const ExitStatus& status) {
   nlohmann::json fields = nlohmann::json::object();
   if (status.kind == ExitStatus::Kind::kExited) {
-    fields["code"] = status.code;
-    fields["signal"] = nullptr;
+    fields[field::kCode] = status.code;
+    fields[field::kSignal] = nullptr;
   } else {
-    fields["code"] = nullptr;
-    fields["signal"] = status.signal;
+    fields[field::kCode] = nullptr;
+    fields[field::kSignal] = status.signal;
   }
   return fields;
 }
 
-}  // namespace etrun::launcher
+}  // namespace etrun::events

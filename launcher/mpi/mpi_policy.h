@@ -1,16 +1,17 @@
 // MPI mode (--mpi): a static job run by Open MPI's mpirun, with the command line horovodrun
-// builds (launcher/mpi_command.h). horovodrun replaces itself with `/bin/sh -c "<mpirun ...>"`;
+// builds (launcher/mpi/mpi_command.h). horovodrun replaces itself with `/bin/sh -c "<mpirun ...>"`;
 // etrun instead runs mpirun as its child, straight from an argv (no shell re-parses the command),
 // forwards SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 to it, and returns its exit code. mpirun
 // gets SIGTERM if etrun dies (parent-death signal) and then stops its ranks itself. Ranks get
 // their ranks from MPI: no rendezvous server and no HOROVOD_RANK-style variables. Driver thread.
-#ifndef ETRUN_LAUNCHER_MPI_RUN_H_
-#define ETRUN_LAUNCHER_MPI_RUN_H_
+#ifndef ETRUN_LAUNCHER_MPI_MPI_POLICY_H_
+#define ETRUN_LAUNCHER_MPI_MPI_POLICY_H_
 
 #include <string>
 #include <vector>
 
 #include "launcher/job_config.h"
+#include "launcher/job_policy.h"
 
 namespace etrun::launcher {
 
@@ -38,12 +39,32 @@ struct MpiInstall {
 bool FindMpirun(const std::vector<std::string>& environment, MpiInstall* install,
                 std::string* err);
 
-// Runs the job under mpirun; returns etrun's exit code: mpirun's own, 128+N when signal N
-// stopped etrun (after forwarding it) or killed mpirun, 2 for bad hosts or flags, 127 when there
-// is no mpirun, 1 when mpirun is not Open MPI or cannot be started. `environment` ("K=V") is
-// etrun's; mpirun gets it plus the tunables' variables, and `-x` forwards their names.
-int RunMpi(const JobConfig& config, const std::vector<std::string>& environment);
+// Exit codes: mpirun's own, 128+N when signal N stopped etrun (after forwarding it) or killed
+// mpirun, 2 for bad hosts or flags, 127 when there is no mpirun, 1 when mpirun is not Open MPI
+// or cannot be started. mpirun's environment is etrun's plus the tunables' variables, and `-x`
+// forwards their names.
+class MpiPolicy : public JobPolicy {
+ public:
+  bool Prepare(JobResult* result) override;
+  void Begin(int rendezvous_port) override;
+  void OnRankFinished(const RankSet::Finished& finished) override { status_ = finished.status; }
+  void OnStopSignal(int sig) override;
+  void OnRepeatedStopSignal(int sig) override;
+  nlohmann::json Status() const override;
+  bool Finished() const override { return begun_; }
+  JobResult Result() const override;
+
+ private:
+  MpiInstall mpi_;
+  std::vector<std::string> argv_;
+  std::vector<std::string> env_;
+  int np_ = 1;
+  bool begun_ = false;
+  int stop_signal_ = 0;
+  ExitStatus status_;
+  JobResult start_error_;  // code 0: none
+};
 
 }  // namespace etrun::launcher
 
-#endif  // ETRUN_LAUNCHER_MPI_RUN_H_
+#endif  // ETRUN_LAUNCHER_MPI_MPI_POLICY_H_

@@ -4,8 +4,8 @@
 // monotonic) and "event"; the fields of each event are listed in the README (Events file).
 // A default-constructed EventLog is disabled and ignores Emit, so callers need no null checks.
 // Driver thread only.
-#ifndef ETRUN_LAUNCHER_EVENTS_H_
-#define ETRUN_LAUNCHER_EVENTS_H_
+#ifndef ETRUN_EVENTS_EVENT_LOG_H_
+#define ETRUN_EVENTS_EVENT_LOG_H_
 
 #include <chrono>
 #include <string>
@@ -16,7 +16,7 @@
 
 #include "launcher/exit_status.h"
 
-namespace etrun::launcher {
+namespace etrun::events {
 
 class EventLog {
  public:
@@ -53,6 +53,6 @@ std::string ExitReason(const ExitStatus& status, bool stopped_by_etrun, bool rem
 // The exit fields of a rank_exited event: "code" and "signal" (one of them null).
 nlohmann::json ExitFields(const ExitStatus& status);
 
-}  // namespace etrun::launcher
+}  // namespace etrun::events
 
-#endif  // ETRUN_LAUNCHER_EVENTS_H_
+#endif  // ETRUN_EVENTS_EVENT_LOG_H_

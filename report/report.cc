@@ -1,6 +1,8 @@
 // report: events file -> JobTimeline. Summaries are in report_summary.cc, the picture in
 // report_svg.cc.
-#include "launcher/report.h"
+#include "report/report.h"
+
+#include "events/schema.h"
 
 #include <fmt/format.h>
 
@@ -13,8 +15,10 @@
 #include <set>
 #include <utility>
 
-namespace etrun::launcher {
+namespace etrun::report {
 namespace {
+
+namespace field = events::field;
 
 using nlohmann::json;
 
@@ -33,15 +37,15 @@ enum class EventType {
 
 bool TypeFromName(const std::string& name, EventType* type) {
   static const std::pair<const char*, EventType> kNames[] = {
-      {"job_start", EventType::kJobStart},
-      {"discovery", EventType::kDiscovery},
-      {"host_blacklisted", EventType::kHostBlacklisted},
-      {"host_resurrected", EventType::kHostResurrected},
-      {"round", EventType::kRound},
-      {"rank_started", EventType::kRankStarted},
-      {"rank_exited", EventType::kRankExited},
-      {"reset", EventType::kReset},
-      {"job_end", EventType::kJobEnd},
+      {events::kJobStart, EventType::kJobStart},
+      {events::kDiscovery, EventType::kDiscovery},
+      {events::kHostBlacklisted, EventType::kHostBlacklisted},
+      {events::kHostResurrected, EventType::kHostResurrected},
+      {events::kRound, EventType::kRound},
+      {events::kRankStarted, EventType::kRankStarted},
+      {events::kRankExited, EventType::kRankExited},
+      {events::kReset, EventType::kReset},
+      {events::kJobEnd, EventType::kJobEnd},
   };
   for (const auto& [n, t] : kNames) {
     if (name == n) {
@@ -143,7 +147,7 @@ class FieldReader {
     if (!v->is_array()) return Fail(key, "an array", *v), out;
     for (const json& item : *v) {
       const json::const_iterator host =
-          item.is_object() ? item.find("host") : json::const_iterator();
+          item.is_object() ? item.find(field::kHost) : json::const_iterator();
       if (!item.is_object() || host == item.end() || !host->is_string()) {
         if (error_.empty()) {
           error_ = fmt::format("{}: every entry of \"{}\" needs a \"host\" string", event_, key);
@@ -180,54 +184,54 @@ bool DecodeEvent(const json& object, EventType type, const std::string& type_nam
                  std::string* err) {
   FieldReader f(object, type_name);
   event->type = type;
-  event->t = f.Num("t");
-  event->ts = f.Str("ts", /*required=*/false);
+  event->t = f.Num(field::kT);
+  event->ts = f.Str(field::kTs, /*required=*/false);
   switch (type) {
     case EventType::kJobStart:
-      event->job = f.Str("job", false);
-      event->command = f.Strings("command");
-      event->np = f.OptInt("np").value_or(0);
-      event->min_np = f.OptInt("min_np");
-      event->max_np = f.OptInt("max_np");
-      event->elastic = f.Bool("elastic");
-      event->hosts = f.HostNames("hosts", false);
+      event->job = f.Str(field::kJob, false);
+      event->command = f.Strings(field::kCommand);
+      event->np = f.OptInt(field::kNp).value_or(0);
+      event->min_np = f.OptInt(field::kMinNp);
+      event->max_np = f.OptInt(field::kMaxNp);
+      event->elastic = f.Bool(field::kElastic);
+      event->hosts = f.HostNames(field::kHosts, false);
       break;
     case EventType::kDiscovery:
-      event->hosts = f.HostNames("hosts", true);
+      event->hosts = f.HostNames(field::kHosts, true);
       break;
     case EventType::kHostBlacklisted:
-      event->host = f.Str("host");
-      event->reason = f.Str("reason", false);
-      event->cooldown_s = f.OptNum("cooldown_s");
+      event->host = f.Str(field::kHost);
+      event->reason = f.Str(field::kReason, false);
+      event->cooldown_s = f.OptNum(field::kCooldownS);
       break;
     case EventType::kHostResurrected:
-      event->host = f.Str("host");
+      event->host = f.Str(field::kHost);
       break;
     case EventType::kRound:
-      event->round = f.OptInt("round").value_or(0);
-      event->world_size = f.Int("world_size");
-      event->hosts = f.HostNames("assignment", false);
+      event->round = f.OptInt(field::kRound).value_or(0);
+      event->world_size = f.Int(field::kWorldSize);
+      event->hosts = f.HostNames(field::kAssignment, false);
       break;
     case EventType::kRankStarted:
     case EventType::kRankExited:
-      event->rank = f.Int("rank");
-      event->host = f.Str("host");
-      event->local_rank = f.OptInt("local_rank").value_or(0);
-      event->pid = f.OptInt("pid").value_or(0);
-      event->round = f.OptInt("round").value_or(0);
+      event->rank = f.Int(field::kRank);
+      event->host = f.Str(field::kHost);
+      event->local_rank = f.OptInt(field::kLocalRank).value_or(0);
+      event->pid = f.OptInt(field::kPid).value_or(0);
+      event->round = f.OptInt(field::kRound).value_or(0);
       if (type == EventType::kRankExited) {
-        event->code = f.OptInt("code");
-        event->signal = f.OptInt("signal");
-        event->reason = f.Str("reason");
+        event->code = f.OptInt(field::kCode);
+        event->signal = f.OptInt(field::kSignal);
+        event->reason = f.Str(field::kReason);
       }
       break;
     case EventType::kReset:
-      event->count = f.OptInt("resets").value_or(0);
-      event->reason = f.Str("reason", false);
+      event->count = f.OptInt(field::kResets).value_or(0);
+      event->reason = f.Str(field::kReason, false);
       break;
     case EventType::kJobEnd:
-      event->exit_code = f.Int("exit_code");
-      event->cause = f.Str("cause", false);
+      event->exit_code = f.Int(field::kExitCode);
+      event->cause = f.Str(field::kCause, false);
       break;
   }
   *err = f.error();
@@ -375,7 +379,7 @@ void Build(const std::vector<Event>& events, JobTimeline* tl) {
           run.code = e.code;
           run.signal = e.signal;
         }
-        if (e.reason == "failed") {
+        if (e.reason == events::kFailed) {
           tl->failures.push_back({e.t, e.rank, e.host, e.local_rank, e.code, e.signal});
         }
         break;
@@ -426,7 +430,7 @@ bool ParseEvents(std::string_view text, const std::string& name, JobTimeline* ti
       *err = fmt::format("{}: expected a JSON object, got {}", where, JsonTypeName(object));
       return false;
     }
-    const json::const_iterator type_it = object.find("event");
+    const json::const_iterator type_it = object.find(field::kEvent);
     if (type_it == object.end() || !type_it->is_string()) {
       *err = fmt::format("{}: no \"event\" string", where);
       return false;
@@ -436,7 +440,7 @@ bool ParseEvents(std::string_view text, const std::string& name, JobTimeline* ti
     if (!TypeFromName(type_name, &type)) {
       // Unknown events only move the end of the picture (a later writer's "checkpoint" still
       // happened while the job ran).
-      if (const json::const_iterator t = object.find("t"); t != object.end() && t->is_number()) {
+      if (const json::const_iterator t = object.find(field::kT); t != object.end() && t->is_number()) {
         last_t = std::max(last_t, t->get<double>());
       }
       continue;
@@ -481,4 +485,4 @@ bool ParseEvents(std::string_view text, const std::string& name, JobTimeline* ti
   return true;
 }
 
-}  // namespace etrun::launcher
+}  // namespace etrun::report

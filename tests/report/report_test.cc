@@ -1,7 +1,7 @@
 // `etrun report`'s core: events file -> JobTimeline -> summaries and SVG. Inputs are written
 // here from the events file schema (the example in its text, plus variations); the SVG is read
 // back with a small strict XML reader so that a broken tag or a stray '&' fails the test.
-#include "launcher/report.h"
+#include "report/report.h"
 
 #include <doctest/doctest.h>
 
@@ -10,14 +10,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-using etrun::launcher::FormatDuration;
-using etrun::launcher::JobTimeline;
-using etrun::launcher::ParseEvents;
-using etrun::launcher::RenderSvg;
-using etrun::launcher::SizeSegment;
-using etrun::launcher::Summarize;
-using etrun::launcher::SummaryJson;
-using etrun::launcher::SummaryText;
+using etrun::report::FormatDuration;
+using etrun::report::JobTimeline;
+using etrun::report::ParseEvents;
+using etrun::report::RenderSvg;
+using etrun::report::SizeSegment;
+using etrun::report::Summarize;
+using etrun::report::SummaryJson;
+using etrun::report::SummaryText;
 
 namespace {
 

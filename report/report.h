@@ -12,8 +12,8 @@
 //     still writing, or was killed mid-line): it is skipped with a warning, not an error;
 //   * events are ordered by "t" (stable), not by line, so a writer that flushes from several
 //     threads cannot make a world end before it began.
-#ifndef ETRUN_LAUNCHER_REPORT_H_
-#define ETRUN_LAUNCHER_REPORT_H_
+#ifndef ETRUN_REPORT_REPORT_H_
+#define ETRUN_REPORT_REPORT_H_
 
 #include <map>
 #include <optional>
@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-namespace etrun::launcher {
+namespace etrun::report {
 
 // One process of one rank, from rank_started to rank_exited (or to the end of the file).
 struct RankRun {
@@ -134,6 +134,6 @@ std::string RenderSvg(const JobTimeline& timeline);
 // "42.0 s", "3.25 s", "754.0 s (12:34)", "3725.4 s (1:02:05)": durations in summaries.
 std::string FormatDuration(double seconds);
 
-}  // namespace etrun::launcher
+}  // namespace etrun::report
 
-#endif  // ETRUN_LAUNCHER_REPORT_H_
+#endif  // ETRUN_REPORT_REPORT_H_

@@ -1,4 +1,4 @@
-#include "launcher/mpi_command.h"
+#include "launcher/mpi/mpi_command.h"
 
 #include <algorithm>
 #include <string_view>

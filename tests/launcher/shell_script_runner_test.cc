@@ -1,12 +1,14 @@
-// The discovery script runner with real /bin/sh scripts.
-#include "discovery/script_runner.h"
+// The real discovery script runner with real /bin/sh scripts.
+#include "launcher/shell_script_runner.h"
+
+#include <sys/resource.h>
 
 #include <future>
 
 #include <doctest/doctest.h>
 
 using etrun::discovery::ScriptResult;
-using etrun::discovery::ShellScriptRunner;
+using etrun::launcher::ShellScriptRunner;
 using std::chrono::milliseconds;
 
 TEST_CASE("a script's stdout and stderr are captured separately") {
@@ -58,4 +60,22 @@ TEST_CASE("destroying the runner cancels a hung script promptly") {
   }
   CHECK(got.get_future().get().failure == "cancelled");
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+}
+
+TEST_CASE("the script gets the open-file limit etrun started with, not the raised one") {
+  // Given a soft limit of 256 that etrun raises, the script still sees 256.
+  struct rlimit before;
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &before) == 0);
+  REQUIRE((before.rlim_max == RLIM_INFINITY || before.rlim_max > 256));
+  struct rlimit low = before;
+  low.rlim_cur = 256;
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  etrun::launcher::FileLimit limit;
+  limit.Raise();
+  ScriptResult raised = ShellScriptRunner::RunOnce("ulimit -n", milliseconds(10000), -1);
+  ScriptResult kept =
+      ShellScriptRunner::RunOnce("ulimit -n", milliseconds(10000), -1, limit.for_children());
+  setrlimit(RLIMIT_NOFILE, &before);
+  CHECK(raised.output != "256\n");
+  CHECK(kept.output == "256\n");
 }

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/exit_status.h"
-#include "launcher/report.h"
+#include "report/report.h"
 
-namespace etrun::launcher {
+namespace etrun::report {
 
 JobSummary Summarize(const JobTimeline& timeline) {
   JobSummary s;
@@ -163,4 +163,4 @@ std::string SummaryJson(const JobTimeline& tl) {
   return out.dump() + "\n";
 }
 
-}  // namespace etrun::launcher
+}  // namespace etrun::report

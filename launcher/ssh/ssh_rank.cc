@@ -1,4 +1,6 @@
-#include "launcher/ssh_rank.h"
+#include "launcher/ssh/ssh_rank.h"
+
+#include "launcher/child.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -41,18 +43,6 @@ int Fail(const char* label, const std::string& what) {
 }
 
 }  // namespace
-
-std::string ShellQuote(const std::string& word) {
-  std::string out = "'";
-  for (char c : word) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
 
 std::string RemoteCommand(const std::string& cwd, const std::vector<std::string>& env,
                           const std::vector<std::string>& argv, double grace_s) {

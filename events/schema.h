@@ -1,0 +1,65 @@
+// The events file's vocabulary (--events-file; the README's "Events file" section lists each
+// event's fields): every event name and field name, shared by the writers (launcher/) and the
+// reader (report/), so a renamed field cannot drift between them. Pure.
+#ifndef ETRUN_EVENTS_SCHEMA_H_
+#define ETRUN_EVENTS_SCHEMA_H_
+
+namespace etrun::events {
+
+// "event" values.
+inline constexpr char kJobStart[] = "job_start";
+inline constexpr char kJobEnd[] = "job_end";
+inline constexpr char kDiscovery[] = "discovery";
+inline constexpr char kDiscoveryFailed[] = "discovery_failed";
+inline constexpr char kHostBlacklisted[] = "host_blacklisted";
+inline constexpr char kHostResurrected[] = "host_resurrected";
+inline constexpr char kRound[] = "round";
+inline constexpr char kRankStarted[] = "rank_started";
+inline constexpr char kRankExited[] = "rank_exited";
+inline constexpr char kReset[] = "reset";
+
+// Field names. Every event: ts, t, event.
+namespace field {
+inline constexpr char kTs[] = "ts";                // UTC ISO 8601 with milliseconds
+inline constexpr char kT[] = "t";                  // seconds since the job started
+inline constexpr char kEvent[] = "event";
+// job_start
+inline constexpr char kJob[] = "job";
+inline constexpr char kCommand[] = "command";
+inline constexpr char kNp[] = "np";
+inline constexpr char kMinNp[] = "min_np";
+inline constexpr char kMaxNp[] = "max_np";
+inline constexpr char kElastic[] = "elastic";
+inline constexpr char kHosts[] = "hosts";          // also discovery: [{host, slots}]
+inline constexpr char kSlots[] = "slots";
+inline constexpr char kDiscoveryScript[] = "discovery_script";
+inline constexpr char kPid[] = "pid";              // also rank_started, rank_exited
+// job_end
+inline constexpr char kExitCode[] = "exit_code";
+inline constexpr char kCause[] = "cause";
+// host_blacklisted, host_resurrected, rank_*
+inline constexpr char kHost[] = "host";
+inline constexpr char kReason[] = "reason";        // also discovery_failed, reset, rank_exited
+inline constexpr char kCooldownS[] = "cooldown_s";
+// round
+inline constexpr char kRound[] = "round";          // also rank_started
+inline constexpr char kWorldSize[] = "world_size";
+inline constexpr char kAssignment[] = "assignment";
+// rank_started, rank_exited
+inline constexpr char kRank[] = "rank";
+inline constexpr char kLocalRank[] = "local_rank";
+inline constexpr char kCode[] = "code";
+inline constexpr char kSignal[] = "signal";
+// reset
+inline constexpr char kResets[] = "resets";
+}  // namespace field
+
+// rank_exited "reason" values.
+inline constexpr char kFinished[] = "finished";
+inline constexpr char kFailed[] = "failed";
+inline constexpr char kDrained[] = "drained";
+inline constexpr char kStopped[] = "stopped";
+
+}  // namespace etrun::events
+
+#endif  // ETRUN_EVENTS_SCHEMA_H_

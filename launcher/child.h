@@ -1,0 +1,86 @@
+// Child processes: the one place etrun forks. Every process etrun starts (ranks, mpirun, the
+// discovery script, `nvidia-smi`/`mpirun --version` probes, the guardian) goes through
+// StartChild, which gives it its own process group or session, an optional parent-death signal
+// (with the fork race closed), stdin from /dev/null, chosen stdout/stderr, default signal
+// dispositions, an empty signal mask and the open-file limit etrun started with; then it execs
+// (or, for the guardian, runs a function). Exec failures come back through a close-on-exec pipe
+// (AwaitExec), so many children can be forked before waiting on any of them.
+// Also here: the PATH lookup and the environment lookup every caller shares.
+// Thread-compatible: StartChild may be called from any thread (discovery runs on its own).
+#ifndef ETRUN_LAUNCHER_CHILD_H_
+#define ETRUN_LAUNCHER_CHILD_H_
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace etrun::launcher {
+
+// The value of `name` in a "K=V" environment: the first entry, as getenv finds it; "" if none.
+std::string EnvValue(const std::vector<std::string>& env, std::string_view name);
+
+// Resolves a command name through `path_env` (a PATH value; empty: /usr/local/bin:/usr/bin:/bin)
+// as execvp would; a name with '/' is checked as is. Returns "" and sets *err ("command not found
+// in PATH", "no such file", "not an executable file") when there is no executable of that name.
+std::string FindProgram(const std::string& name, const std::string& path_env, std::string* err);
+
+// The open-file limit: etrun raises its own soft limit (the rendezvous server may hold thousands
+// of connections) and hands every child the limit it started with. main() owns the one object.
+class FileLimit {
+ public:
+  FileLimit();  // records the current limit
+  // Raises the soft limit to the hard limit (at most 2^20). Children keep the original.
+  void Raise();
+  // Makes sure the soft limit allows `needed` descriptors. Returns false and sets *err when even
+  // the hard limit is too low ("raise it with ulimit -Hn, or start fewer ranks per etrun").
+  bool Ensure(rlim_t needed, const std::string& what, std::string* err);
+  // What a child gets; null when etrun never changed its limit.
+  const struct rlimit* for_children() const { return raised_ ? &original_ : nullptr; }
+
+ private:
+  struct rlimit original_ = {};
+  bool raised_ = false;
+};
+
+struct ChildOptions {
+  bool own_session = false;  // setsid() instead of a process group of its own
+  int death_signal = 0;      // sent to the child when etrun dies; 0: none
+  int stdout_fd = -1;        // dup'ed to stdout; -1: /dev/null with devnull_output, else inherited
+  int stderr_fd = -1;
+  bool devnull_output = false;
+  bool shell_fallback = false;  // a file without "#!" runs with /bin/sh, as execvp does
+  const struct rlimit* nofile = nullptr;  // restored in the child (FileLimit::for_children)
+};
+
+struct Child {
+  pid_t pid = -1;           // also its process group (or session) id
+  int exec_status_fd = -1;  // read end of the exec-status pipe; see AwaitExec
+};
+
+// Forks and execs `path` with `argv` and `env` ("K=V"). Returns false and sets *err when the
+// fork or its pipe fails (nothing is left running); an exec failure is reported by AwaitExec and
+// the child exits 127. The caller reaps the child.
+bool StartChild(const std::string& path, const std::vector<std::string>& argv,
+                const std::vector<std::string>& env, const ChildOptions& options, Child* child,
+                std::string* err);
+
+// Forks a child that sets itself up as StartChild's do and then runs `body(arg)`, which must not
+// return. For the guardian. Returns the pid, or -1 and sets *err.
+pid_t ForkChild(const ChildOptions& options, void (*body)(void* arg), void* arg, std::string* err);
+
+// Waits until `child` has exec'd (true) or failed to (false, *err = strerror of the failure).
+// Closes and clears child->exec_status_fd; true when there is none.
+bool AwaitExec(Child* child, std::string* err);
+
+// POSIX shell single-quoting of one word ('it'\''s').
+std::string ShellQuote(const std::string& word);
+
+// A command line as a shell would show it: plain words as they are, others single-quoted.
+std::string JoinCommand(const std::vector<std::string>& argv);
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_CHILD_H_

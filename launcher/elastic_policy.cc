@@ -1,0 +1,349 @@
+#include "launcher/elastic_policy.h"
+
+#include <signal.h>
+
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "discovery/discovery_output.h"
+#include "events/schema.h"
+#include "launcher/gpu_slots.h"
+#include "launcher/runtime.h"
+
+namespace etrun::launcher {
+
+namespace asio = boost::asio;
+namespace field = events::field;
+
+namespace {
+
+constexpr std::chrono::milliseconds kTick(100);
+// Discovered hosts looked up ahead of use when there is no --max-np.
+constexpr size_t kResolveAhead = 1024;
+
+// The first `most` host names a discovery result mentions (none when it does not parse: the
+// driver reports that), so they can be looked up before the result reaches the loop. Hosts
+// further down the list rarely get ranks; one that does is looked up when it starts.
+std::vector<std::string> HostNames(const discovery::ScriptResult& result, size_t most) {
+  std::vector<discovery::HostSlots> hosts;
+  std::vector<std::string> warnings, names;
+  std::string err;
+  if (result.ok && discovery::ParseDiscoveryOutput(result.output, 1, &hosts, &warnings, &err)) {
+    for (size_t i = 0; i < hosts.size() && i < most; ++i) names.push_back(hosts[i].name);
+  }
+  return names;
+}
+
+nlohmann::json OptionalInt(const std::optional<int>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+std::chrono::milliseconds ElasticTimeout(const JobConfig& config,
+                                         const std::vector<std::string>& environment) {
+  int seconds = kDefaultElasticTimeoutS;
+  if (std::string value = EnvValue(environment, "HOROVOD_ELASTIC_TIMEOUT"); !value.empty()) {
+    char* end = nullptr;
+    long parsed = strtol(value.c_str(), &end, 10);
+    if (*end == '\0' && parsed > 0 && parsed <= INT32_MAX) {
+      seconds = static_cast<int>(parsed);
+    } else {
+      spdlog::warn("ignoring HOROVOD_ELASTIC_TIMEOUT={}: not a whole number", value);
+    }
+  }
+  if (config.elastic_timeout_s) seconds = *config.elastic_timeout_s;
+  return std::chrono::seconds(seconds);
+}
+
+ElasticPolicy::ElasticPolicy() : random_(std::random_device{}()) {}
+
+ElasticPolicy::~ElasticPolicy() {
+  if (discovery_ != nullptr) discovery_->Stop();  // its thread may still post to the loop
+}
+
+bool ElasticPolicy::Prepare(JobResult* result) {
+  const JobConfig& config = runtime_->config();
+  std::string err;
+  if (config.host_discovery_script.empty()) {
+    // Hosts are fixed (-H, --hostfile, or localhost:<np>): looked up now, before the loop runs.
+    std::vector<discovery::HostSlots> hosts;
+    if (!JobHosts(config, &hosts, &err)) {
+      *result = {kExitUsage, err};
+      return false;
+    }
+    std::string listing;
+    std::vector<std::string> names;
+    for (const discovery::HostSlots& h : hosts) {
+      listing += h.name + ":" + std::to_string(h.slots) + "\n";
+      names.push_back(h.name);
+    }
+    runtime_->hosts().Resolve(names);
+    fixed_hosts_ = std::make_unique<discovery::FixedHosts>(listing);
+    discovery_ = fixed_hosts_.get();
+  } else {
+    discovery_ = runtime_->services().discovery;
+  }
+  std::string driver_ip;
+  if (!discovery::ChooseLocalNics(config.network_interfaces, runtime_->hosts().interfaces(),
+                                  &run_.nics, &driver_ip, &err)) {
+    *result = {kExitUsage, err};
+    return false;
+  }
+  // Per rank: two output pipes and a short-lived exec-status pipe (plus two log files).
+  int most_ranks = config.max_np.value_or(std::max(config.num_proc.value_or(1), 4096));
+  rlim_t files = static_cast<rlim_t>(most_ranks) * (config.output_filename.empty() ? 3 : 5) + 64;
+  FileLimit* limit = runtime_->services().file_limit;
+  if (limit != nullptr && !limit->Ensure(files, fmt::format("{} ranks", most_ranks), &err) &&
+      config.max_np) {
+    *result = {kExitUsage, err};
+    return false;
+  }
+  run_.elastic = true;
+  run_.rendezvous_addr = driver_ip;
+  run_.master_addr = driver_ip;
+  run_.master_port = discovery::FindFreePort(driver_ip, &err);
+  if (!LocalGpuSlots(config, runtime_->environment(), &run_.gpus, &err)) {
+    *result = {kExitUsage, err};
+    return false;
+  }
+  options_.np = config.num_proc.value_or(1);
+  options_.min_np = config.min_np.value_or(options_.np);
+  options_.max_np = config.max_np;
+  options_.default_slots = config.slots_per_host.value_or(1);
+  options_.elastic_timeout = ElasticTimeout(config, runtime_->environment());
+  options_.reset_limit = config.reset_limit;
+  options_.restart_all = config.restart_mode;
+  host_manager_ = std::make_unique<discovery::HostManager>(config.cooldown_range, [this] {
+    return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
+  });
+  notifier_ = std::make_unique<rendezvous::Notifier>(&runtime_->io());
+  WorkerControl* workers = this;  // private bases: converted here, where they are accessible
+  CoordinatorNotifier* notifier = this;
+  driver_ = std::make_unique<ElasticDriver>(options_, host_manager_.get(), workers, notifier,
+                                            &store_, runtime_->Now());
+  driver_->set_events(&runtime_->events());
+  handler_ = std::make_unique<rendezvous::RendezvousHandler>(&store_, driver_.get());
+  poll_timer_ = std::make_unique<asio::steady_timer>(runtime_->io());
+  tick_timer_ = std::make_unique<asio::steady_timer>(runtime_->io());
+  return true;
+}
+
+void ElasticPolicy::Begin(int rendezvous_port) {
+  run_.rendezvous_port = rendezvous_port;  // before the first worker starts
+  Poll();
+  Tick();
+}
+
+// Discovery: one run at a time, the interval counted from the end of the last.
+void ElasticPolicy::Poll() {
+  std::weak_ptr<bool> alive = alive_;
+  Runtime* runtime = runtime_;
+  // A job uses at most max-np hosts (one slot each at least), beyond the blacklisted ones.
+  size_t most = options_.max_np ? static_cast<size_t>(*options_.max_np) + 16 : kResolveAhead;
+  discovery_->Run([this, alive, runtime, most](discovery::ScriptResult result) {
+    // On the discovery thread (or at once for fixed hosts): look the names up here, not on the
+    // loop, so a slow resolver delays only this result.
+    runtime->hosts().Resolve(HostNames(result, most));
+    asio::post(runtime->io(), [this, alive, result = std::move(result)] {
+      if (alive.lock()) AfterPoll(result);
+    });
+  });
+}
+
+void ElasticPolicy::AfterPoll(const discovery::ScriptResult& result) {
+  // The script's stderr reaches the user as horovodrun passes it through.
+  if (!result.errors.empty()) runtime_->sink().Append(runtime_->console().console_err, result.errors);
+  driver_->OnDiscovery(result, runtime_->Now());
+  runtime_->CheckDone();
+  if (driver_->finished()) return;
+  poll_timer_->expires_after(runtime_->config().discovery_interval());
+  poll_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) Poll();
+  });
+}
+
+void ElasticPolicy::Tick() {
+  tick_timer_->expires_after(kTick);
+  tick_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    driver_->OnTick(runtime_->Now());
+    runtime_->CheckDone();
+    if (!driver_->finished()) Tick();
+  });
+}
+
+void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
+  auto it = slots_.find(f.id);
+  if (it == slots_.end()) return;
+  SlotKey key = it->second;
+  slots_.erase(it);
+  if (auto current = ids_.find(key); current != ids_.end() && current->second == f.id) {
+    ids_.erase(current);
+  }
+  if (!f.status.success() && runtime_->ssh().Unreachable(key.first)) {
+    driver_->OnHostUnreachable(key.first, runtime_->Now());
+  }
+  nlohmann::json fields = events::ExitFields(f.status);
+  fields.update({{field::kRank, f.rank}, {field::kHost, f.host}, {field::kLocalRank, key.second},
+                 {field::kPid, f.pid}, {field::kReason, driver_->ExitReasonFor(key, f.status)}});
+  runtime_->events().Emit(events::kRankExited, std::move(fields));
+  driver_->OnWorkerExit(key, f.status, runtime_->Now());
+}
+
+void ElasticPolicy::OnStopSignal(int sig) {
+  driver_->Abort(128 + sig, "received " + SignalName(sig));
+}
+
+void ElasticPolicy::Start(const rendezvous::SlotInfo& slot) {
+  SlotKey key{slot.hostname, slot.local_rank};
+  RankRequest request{slot, GroupRank(slot.hostname), run_, driver_->round(), RestartEnv()};
+  if (options_.restart_all) {
+    // Every restart is a new torch.distributed world: a fresh store port for rank 0.
+    if (driver_->round() != port_round_) {
+      std::string port_err;
+      if (int port = discovery::FindFreePort(run_.master_addr, &port_err); port != 0) {
+        master_port_ = port;
+      }
+      port_round_ = driver_->round();
+    }
+    if (master_port_ != 0) request.run.master_port = master_port_;
+  }
+  int id = -1;
+  std::string err;
+  if (!runtime_->launcher().Start(request, &id, &err)) return FailStart(key, err);
+  ids_[key] = id;
+  slots_[id] = key;
+  ++starts_[key];
+  if (!runtime_->ranks().AwaitExecs(&err)) spdlog::error("{}", err);  // it exits 127 and is reaped
+}
+
+// A slot's process cannot even start: reported like an exit with code 127, from the loop.
+void ElasticPolicy::FailStart(const SlotKey& key, const std::string& err) {
+  spdlog::error("cannot start {}[{}]: {}", key.first, key.second, err);
+  std::weak_ptr<bool> alive = alive_;
+  asio::post(runtime_->io(), [this, alive, key] {
+    if (!alive.lock()) return;
+    driver_->OnWorkerExit(key, ExitStatus::Exited(kExitCommandNotFound), runtime_->Now());
+    runtime_->CheckDone();
+  });
+}
+
+std::vector<std::string> ElasticPolicy::RestartEnv() const {
+  if (!options_.restart_all) return {};
+  return {"TORCHELASTIC_RESTART_COUNT=" + std::to_string(driver_->resets()),
+          "TORCHELASTIC_MAX_RESTARTS=" + std::to_string(runtime_->config().reset_limit.value_or(-1))};
+}
+
+// The index of `host` among the hosts of the current assignment, in order of first appearance.
+int ElasticPolicy::GroupRank(const std::string& host) const {
+  std::vector<std::string> seen;
+  for (const rendezvous::SlotInfo& s : driver_->assignment()) {
+    if (std::find(seen.begin(), seen.end(), s.hostname) == seen.end()) seen.push_back(s.hostname);
+    if (s.hostname == host) break;
+  }
+  return static_cast<int>(seen.size()) - 1;
+}
+
+void ElasticPolicy::Stop(const SlotKey& key) {
+  auto it = ids_.find(key);
+  if (it == ids_.end()) return;
+  int id = it->second;
+  RankSet* ranks = &runtime_->ranks();
+  ranks->Signal(id, SIGTERM);
+  auto timer = std::make_shared<asio::steady_timer>(runtime_->io(), runtime_->config().grace_period());
+  timer->async_wait([timer, ranks, id](const boost::system::error_code& ec) {
+    if (!ec) ranks->Signal(id, SIGKILL);
+  });
+}
+
+void ElasticPolicy::Register(const rendezvous::WorkerRegistration& registration,
+                             std::function<void(bool, std::string)> done) {
+  notifier_->Register(registration, std::move(done));
+}
+
+bool ElasticPolicy::IsRegistered(const SlotKey& slot) const {
+  return notifier_->IsRegistered(slot.first, slot.second);
+}
+
+void ElasticPolicy::Notify(const SlotKey& slot, rendezvous::HostUpdateResult res,
+                           std::function<void(bool, std::string)> done) {
+  notifier_->Notify(slot.first, slot.second, notifier_->NextTimestamp(), res, std::move(done));
+}
+
+nlohmann::json ElasticPolicy::Status() const {
+  auto now = runtime_->Now();
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankSet::Running& r : runtime_->ranks().Unfinished()) {
+    auto slot = slots_.find(r.id);
+    if (slot == slots_.end()) continue;
+    const SlotKey& key = slot->second;
+    int current = -1;
+    for (const rendezvous::SlotInfo& s : driver_->assignment()) {
+      if (s.hostname == key.first && s.local_rank == key.second) current = s.rank;
+    }
+    auto starts = starts_.find(key);
+    ranks.push_back({{"rank", current}, {"label", r.rank}, {"host", r.host},
+                     {"local_rank", key.second}, {"pid", r.pid},
+                     {"state", driver_->WorkerState(key)},
+                     {"restarts", starts == starts_.end() ? 0 : starts->second - 1},
+                     {"uptime_s", std::chrono::duration<double>(now - r.started).count()}});
+  }
+  const HostOverrides& overrides = driver_->overrides();
+  return {{"state", driver_->state()}, {"elastic", true},
+          {"world_size", driver_->assignment().size()}, {"np", options_.np},
+          {"min_np", options_.min_np}, {"max_np", OptionalInt(options_.max_np)},
+          {"resets", driver_->resets()}, {"round", driver_->round()}, {"ranks", ranks},
+          {"overrides", {{"add", overrides.add}, {"remove", overrides.remove},
+                         {"to", OptionalInt(overrides.to)}}}};
+}
+
+void ElasticPolicy::OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) {
+  if (request.method == "POST" && request.target == "/overrides") {
+    return ApplyOverrides(request.body, std::move(respond));
+  }
+  JobPolicy::OnControl(request, std::move(respond));
+}
+
+// `etrun scale`: the whole new set of overrides, {"add": {host: slots}, "remove": [host],
+// "to": N or null}. Added hosts are looked up off the loop before they apply.
+void ElasticPolicy::ApplyOverrides(const std::string& body, ControlRespond respond) {
+  static const char kShape[] = "expected {\"add\": {host: slots}, \"remove\": [hosts], \"to\": N|null}";
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  HostOverrides next;
+  if (!j.is_object() || !j.contains("add") || !j["add"].is_object() || !j.contains("remove") ||
+      !j["remove"].is_array() || !j.contains("to") ||
+      !(j["to"].is_null() || (j["to"].is_number_integer() && j["to"].get<int64_t>() >= 0 &&
+                              j["to"].get<int64_t>() <= INT32_MAX))) {
+    return respond(400, {{"error", kShape}});
+  }
+  for (const auto& [host, slots] : j["add"].items()) {
+    if (!discovery::IsValidHostName(host) || !slots.is_number_integer() || slots.get<int64_t>() < 1 ||
+        slots.get<int64_t>() > INT32_MAX) {
+      return respond(400, {{"error", kShape}});
+    }
+    next.add[host] = slots.get<int>();
+  }
+  for (const auto& host : j["remove"]) {
+    if (!host.is_string()) return respond(400, {{"error", kShape}});
+    next.remove.push_back(host.get<std::string>());
+  }
+  if (!j["to"].is_null()) next.to = j["to"].get<int>();
+  if (next.to && *next.to < options_.min_np) {
+    return respond(400, {{"error", "--to " + std::to_string(*next.to) + " is below --min-np " +
+                                       std::to_string(options_.min_np)}});
+  }
+  std::vector<std::string> names;
+  for (const auto& [host, slots] : next.add) names.push_back(host);
+  std::weak_ptr<bool> alive = alive_;
+  Runtime* runtime = runtime_;
+  runtime_->RunBlocking([runtime, names] { runtime->hosts().Resolve(names); },
+                        [this, alive, next, respond] {
+                          if (!alive.lock()) return;
+                          driver_->SetOverrides(next, runtime_->Now());
+                          respond(200, {{"ok", true}});
+                          runtime_->CheckDone();
+                        });
+}
+
+}  // namespace etrun::launcher

@@ -1,0 +1,91 @@
+// ElasticPolicy: an elastic job (--min-np or --host-discovery-script) on the runtime. Binds the
+// ElasticDriver state machine to the world: discovery runs (one at a time, --discovery-interval
+// after the last ended; host names are resolved on the discovery thread before the result
+// reaches the loop), rank processes through the RankLauncher, the rendezvous handler and the
+// notifier, a 100 ms tick for deadlines, and `etrun scale` (POST /overrides). A fixed host list
+// (-H, --hostfile, localhost:<np>) is a discovery that always answers the same.
+#ifndef ETRUN_LAUNCHER_ELASTIC_POLICY_H_
+#define ETRUN_LAUNCHER_ELASTIC_POLICY_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include "discovery/host_manager.h"
+#include "discovery/script_runner.h"
+#include "launcher/elastic_driver.h"
+#include "launcher/job_policy.h"
+#include "launcher/worker_env.h"
+#include "rendezvous/elastic_handler.h"
+#include "rendezvous/kv_store.h"
+#include "rendezvous/notifier.h"
+
+namespace etrun::launcher {
+
+// HOROVOD_ELASTIC_TIMEOUT in `environment`, overridden by --elastic-timeout; default 600 s.
+std::chrono::milliseconds ElasticTimeout(const JobConfig& config,
+                                         const std::vector<std::string>& environment);
+
+class ElasticPolicy : public JobPolicy, private WorkerControl, private CoordinatorNotifier {
+ public:
+  ElasticPolicy();
+  ~ElasticPolicy() override;
+
+  bool Prepare(JobResult* result) override;
+  rendezvous::HttpHandler* rendezvous_handler() override { return handler_.get(); }
+  std::string rendezvous_address() const override { return run_.rendezvous_addr; }
+  void Begin(int rendezvous_port) override;
+  void OnRankFinished(const RankSet::Finished& finished) override;
+  void OnStopSignal(int sig) override;
+  nlohmann::json Status() const override;
+  void OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) override;
+  bool Finished() const override { return driver_->finished(); }
+  JobResult Result() const override { return {driver_->exit_code(), driver_->summary()}; }
+
+ private:
+  // WorkerControl: a slot's process gets its round's environment; Stop sends SIGTERM to its
+  // process group and SIGKILL after the grace period.
+  void Start(const rendezvous::SlotInfo& slot) override;
+  void Stop(const SlotKey& slot) override;
+  // CoordinatorNotifier, over rendezvous::Notifier.
+  void Register(const rendezvous::WorkerRegistration& registration,
+                std::function<void(bool, std::string)> done) override;
+  bool IsRegistered(const SlotKey& slot) const override;
+  void Notify(const SlotKey& slot, rendezvous::HostUpdateResult res,
+              std::function<void(bool, std::string)> done) override;
+
+  void Poll();
+  void AfterPoll(const discovery::ScriptResult& result);
+  void Tick();
+  void FailStart(const SlotKey& key, const std::string& err);
+  std::vector<std::string> RestartEnv() const;
+  int GroupRank(const std::string& host) const;
+  void ApplyOverrides(const std::string& body, ControlRespond respond);
+
+  ElasticOptions options_;
+  RunVars run_;
+  rendezvous::KvStore store_;
+  std::mt19937 random_;  // cooldown jitter
+  std::unique_ptr<discovery::HostManager> host_manager_;
+  std::unique_ptr<rendezvous::Notifier> notifier_;
+  std::unique_ptr<ElasticDriver> driver_;
+  std::unique_ptr<rendezvous::RendezvousHandler> handler_;
+  std::unique_ptr<discovery::ScriptRunner> fixed_hosts_;  // when there is no discovery script
+  discovery::ScriptRunner* discovery_ = nullptr;
+  std::unique_ptr<boost::asio::steady_timer> poll_timer_;
+  std::unique_ptr<boost::asio::steady_timer> tick_timer_;
+  std::map<SlotKey, int> ids_;     // slot -> its current process (RankSet id)
+  std::map<int, SlotKey> slots_;   // RankSet id -> slot, for unfinished processes
+  std::map<SlotKey, int> starts_;  // processes started per slot
+  int port_round_ = -1;            // restart mode: the round master_port_ was picked for
+  int master_port_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the discovery thread
+};
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_ELASTIC_POLICY_H_

@@ -1,0 +1,51 @@
+#include "launcher/job_config.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace etrun {
+
+std::string JobName(const JobConfig& config) {
+  if (!config.job_name.empty()) return config.job_name;
+  auto base = [](const std::string& path) {
+    std::string name = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+    size_t dot = name.rfind('.');
+    return dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
+  };
+  // Skip interpreters, their options and VAR=value words: the script is the interesting name.
+  static const std::vector<std::string> kInterpreters = {"python", "sh", "bash", "env", "torchrun"};
+  for (const std::string& arg : config.command) {
+    if (arg.starts_with("-") || arg.find('=') != std::string::npos) continue;
+    std::string name = base(arg);
+    if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+        std::string::npos) {
+      continue;  // a `sh -c` script text, not a name
+    }
+    bool interpreter = std::any_of(kInterpreters.begin(), kInterpreters.end(),
+                                   [&](const std::string& i) { return name.starts_with(i); });
+    if (!interpreter && !name.empty()) return name;
+  }
+  return config.command.empty() ? "etrun" : base(config.command[0]);
+}
+
+bool JobHosts(const JobConfig& config, std::vector<discovery::HostSlots>* hosts, std::string* err) {
+  if (!config.hosts.empty()) return discovery::ParseHostsFlag(config.hosts, hosts, err);
+  if (!config.hostfile.empty()) {
+    std::ifstream in(config.hostfile, std::ios::binary);
+    if (!in) {
+      *err = "cannot read hostfile " + config.hostfile + ": " + strerror(errno);
+      return false;
+    }
+    std::stringstream contents;
+    contents << in.rdbuf();
+    return discovery::ParseHostfile(config.hostfile, contents.str(), hosts, err);
+  }
+  *hosts = {{"localhost", config.num_proc.value_or(1)}};
+  return true;
+}
+
+}  // namespace etrun

@@ -1,0 +1,216 @@
+#include "launcher/mpi/mpi_policy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "discovery/host_slots.h"
+#include "discovery/network.h"
+#include "launcher/exit_status.h"
+#include "launcher/mpi/mpi_command.h"
+#include "launcher/program_output.h"
+#include "launcher/child.h"
+#include "launcher/runtime.h"
+#include "launcher/worker_env.h"
+
+namespace etrun::launcher {
+namespace {
+
+// `environment` with the tunables' variables set (replaced in place, or appended).
+std::vector<std::string> MpirunEnv(const std::vector<std::string>& environment,
+                                   const Tunables& tunables) {
+  std::vector<std::string> env = environment;
+  for (const auto& [name, value] : TunableEnv(tunables)) {
+    std::string kv = name + "=" + value;
+    auto it = std::find_if(env.begin(), env.end(), [&name](const std::string& e) {
+      return e.size() > name.size() && e.starts_with(name) && e[name.size()] == '=';
+    });
+    if (it != env.end()) {
+      *it = std::move(kv);
+    } else {
+      env.push_back(std::move(kv));
+    }
+  }
+  return env;
+}
+
+// Whether process_vm_readv works here. Open MPI's shared-memory transport (vader) copies large
+// messages with it; container seccomp profiles often forbid it, and then every large message
+// fails ("Read -1, expected ..."). Reading our own memory needs no ptrace permission, so a
+// failure means the call itself is blocked.
+bool CrossMemoryAttachWorks() {
+  char source = 'x', target = 0;
+  iovec local{&target, 1}, remote{&source, 1};
+  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 1 && target == 'x';
+}
+
+}  // namespace
+
+bool AddOpenMpiEnv(const std::string& kv, std::vector<std::string>* env) {
+  std::string prefix = kv.substr(0, kv.find('=') + 1);
+  for (const std::string& e : *env) {
+    if (e.starts_with(prefix)) return false;
+  }
+  env->push_back(kv);
+  return true;
+}
+
+std::string MpiFlavor(const std::string& output) {
+  if (output.find("Open MPI") != std::string::npos || output.find("OpenRTE") != std::string::npos) {
+    return "Open MPI";
+  }
+  for (const char* name : {"IBM Spectrum MPI", "MPICH", "Intel(R) MPI"}) {
+    if (output.find(name) != std::string::npos) return name;
+  }
+  return "";
+}
+
+bool FindMpirun(const std::vector<std::string>& environment, MpiInstall* install,
+                std::string* err) {
+  *install = MpiInstall{};
+  std::string unused;
+  install->path = FindProgram("mpirun", EnvValue(environment, "PATH"), &unused);
+  if (install->path.empty()) {
+    *err = "no mpirun on PATH";
+    return false;
+  }
+  ProgramOutput result;
+  if (!RunForOutput({install->path, "--version"}, environment, std::chrono::seconds(30), &result,
+                    err)) {
+    return false;
+  }
+  std::string text = result.out + result.err;
+  install->version = text.substr(0, text.find('\n'));
+  if (result.exit_code != 0) {
+    *err = "'" + install->path + " --version' exited with code " +
+           std::to_string(result.exit_code) +
+           (install->version.empty() ? "" : ": " + install->version);
+    return false;
+  }
+  install->flavor = MpiFlavor(text);
+  return true;
+}
+
+bool MpiPolicy::Prepare(JobResult* result) {
+  const JobConfig& config = runtime_->config();
+  std::string err;
+  std::vector<discovery::HostSlots> hosts;
+  if (!JobHosts(config, &hosts, &err)) {
+    *result = {kExitUsage, err};
+    return false;
+  }
+  MpiJob job;
+  job.hosts = config.hosts.empty() ? discovery::FormatHosts(hosts) : config.hosts;
+  job.num_hosts = static_cast<int>(hosts.size());
+  // As horovodrun: a job on this machine only uses the interfaces carrying 127.0.0.1 (or the
+  // ones named); with remote hosts, only named ones (horovodrun would probe every host with
+  // Horovod's task service; without names etrun lets Open MPI choose).
+  std::vector<std::string> names;
+  for (const discovery::HostSlots& h : hosts) names.push_back(h.name);
+  discovery::HostDirectory& directory = runtime_->hosts();
+  directory.Resolve(names);
+  bool all_local = std::all_of(names.begin(), names.end(), [&directory](const std::string& h) {
+    return directory.Lookup(h).local;
+  });
+  if (all_local) {
+    std::string unused_ip;
+    if (!discovery::ChooseLocalNics(config.network_interfaces, directory.interfaces(), &job.nics,
+                                    &unused_ip, &err)) {
+      *result = {kExitUsage, err};
+      return false;
+    }
+  } else {
+    job.nics = config.network_interfaces;
+  }
+  job.env = MpirunEnv(runtime_->environment(), config.tunables);
+  if (!CrossMemoryAttachWorks() && AddOpenMpiEnv(kNoSingleCopy, &job.env)) {
+    spdlog::debug("process_vm_readv is blocked here: {}", kNoSingleCopy);
+  }
+  if (!FindMpirun(job.env, &mpi_, &err)) {
+    if (mpi_.path.empty()) {
+      *result = {kExitCommandNotFound,
+                 "--mpi: " + err + ": install Open MPI (Debian: apt-get install openmpi-bin) or "
+                 "leave out --mpi to launch with Gloo"};
+    } else {
+      *result = {kExitFailure, "--mpi: " + err + ": check the MPI installation or leave out --mpi"};
+    }
+    return false;
+  }
+  if (mpi_.flavor != "Open MPI") {
+    *result = {kExitFailure,
+               fmt::format("--mpi: {} is {} ({}): etrun runs Open MPI's mpirun only; put Open MPI "
+                           "first on PATH or leave out --mpi to launch with Gloo",
+                           mpi_.path, mpi_.flavor.empty() ? "not Open MPI" : mpi_.flavor,
+                           mpi_.version)};
+    return false;
+  }
+  if (!BuildMpirunArgv(config, job, &argv_, &err)) {
+    *result = {kExitUsage, err};
+    return false;
+  }
+  env_ = std::move(job.env);
+  np_ = config.num_proc.value_or(1);
+  return true;
+}
+
+void MpiPolicy::Begin(int rendezvous_port) {
+  begun_ = true;
+  spdlog::debug("{}", JoinCommand(argv_));
+  LaunchSpec spec{argv_, env_, /*supervisor=*/true};
+  RankOutput output = runtime_->console();
+  output.raw = true;
+  std::string err;
+  int id = -1;
+  if (!runtime_->ranks().Start(0, "localhost", spec, output, &err, &id)) {
+    start_error_ = {kExitFailure, err};
+  } else if (!runtime_->ranks().AwaitExecs(&err)) {
+    start_error_ = {kExitFailure, "cannot run " + mpi_.path + ": " +
+                                      err.substr(err.find("could not start: ") + 17)};
+  }
+}
+
+void MpiPolicy::OnStopSignal(int sig) {
+  stop_signal_ = sig;
+  OnRepeatedStopSignal(sig);
+}
+
+// Every stop signal is forwarded: mpirun stops its ranks itself (SIGKILL would orphan them).
+void MpiPolicy::OnRepeatedStopSignal(int sig) {
+  spdlog::debug("forwarding {} to mpirun", SignalName(sig));
+  runtime_->ranks().SignalAll(sig);
+}
+
+nlohmann::json MpiPolicy::Status() const {
+  nlohmann::json ranks = nlohmann::json::array();
+  auto now = std::chrono::steady_clock::now();
+  for (const RankSet::Running& r : runtime_->ranks().Unfinished()) {
+    ranks.push_back({{"rank", nullptr}, {"label", "mpirun"}, {"host", r.host}, {"local_rank", nullptr},
+                     {"pid", r.pid}, {"state", stop_signal_ != 0 ? "stopping" : "running"},
+                     {"restarts", 0},
+                     {"uptime_s", std::chrono::duration<double>(now - r.started).count()}});
+  }
+  return {{"state", stop_signal_ != 0 ? "finishing" : "running"}, {"elastic", false},
+          {"world_size", np_}, {"np", np_}, {"min_np", nullptr}, {"max_np", nullptr},
+          {"resets", 0}, {"round", 0}, {"ranks", ranks}};
+}
+
+JobResult MpiPolicy::Result() const {
+  if (start_error_.code != 0) return start_error_;
+  if (stop_signal_ != 0) {
+    return {128 + stop_signal_, fmt::format("received {}: stopped mpirun, which {}",
+                                            SignalName(stop_signal_), status_.Describe())};
+  }
+  if (!status_.success()) spdlog::debug("mpirun {}", status_.Describe());
+  return {status_.ShellCode(), ""};
+}
+
+}  // namespace etrun::launcher

@@ -1,0 +1,150 @@
+#include "launcher/rank_launcher.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "events/schema.h"
+#include "launcher/gpu_slots.h"
+#include "launcher/output_sink.h"
+#include "launcher/ssh/ssh_host.h"
+#include "launcher/ssh/ssh_rank.h"
+
+namespace etrun::launcher {
+
+namespace field = events::field;
+
+std::string RankDirName(int rank, int np) {
+  int width = 1;
+  for (int n = np - 1; n >= 10; n /= 10) ++width;
+  std::string digits = std::to_string(rank);
+  if (static_cast<int>(digits.size()) < width) digits.insert(0, width - digits.size(), '0');
+  return "rank." + digits;
+}
+
+bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* err_fd,
+                   std::string* err) {
+  std::filesystem::path rank_dir = std::filesystem::path(dir) / RankDirName(rank, np);
+  std::error_code ec;
+  std::filesystem::create_directories(rank_dir, ec);
+  if (ec) {
+    *err = "cannot create " + rank_dir.string() + ": " + ec.message() +
+           ": choose a writable --output-filename directory";
+    return false;
+  }
+  *out_fd = *err_fd = -1;
+  for (auto [name, fd] : {std::pair{"stdout", out_fd}, std::pair{"stderr", err_fd}}) {
+    std::string path = (rank_dir / name).string();
+    *fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (*fd < 0) {
+      *err = "cannot open " + path + ": " + strerror(errno) +
+             ": choose a writable --output-filename directory";
+      if (*out_fd >= 0) close(*out_fd);
+      *out_fd = -1;
+      return false;
+    }
+  }
+  return true;
+}
+
+RankOutput ConsoleOutput(const JobConfig& config, OutputSink* sink) {
+  RankOutput output;
+  output.console_out = sink->AddDestination(STDOUT_FILENO, false, "stdout");
+  output.console_err = sink->AddDestination(STDERR_FILENO, false, "stderr");
+  output.timestamps = config.prefix_timestamp;
+  output.timestamp_format = config.timestamp_format;
+  return output;
+}
+
+RankLauncher::RankLauncher(const JobConfig& config, const std::vector<std::string>& environment,
+                           RankSet* ranks, OutputSink* sink, RankOutput console, SshHosts* ssh,
+                           discovery::HostDirectory* hosts, rendezvous::AccessList* access,
+                           events::EventLog* events)
+    : config_(config), environment_(environment), ranks_(ranks), sink_(sink),
+      console_(console), ssh_(ssh), hosts_(hosts), access_(access), events_(events) {}
+
+bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::string* err) {
+  const rendezvous::SlotInfo& slot = request.slot;
+  if (!hosts_->Lookup(slot.hostname).local) {
+    // The remote login environment is the base; the launcher's exportable variables and the
+    // slot's are passed on the command line (spec §3.3-3.4).
+    std::vector<std::string> exported;
+    for (const std::string& kv : environment_) {
+      if (IsExportable(kv.substr(0, kv.find('=')))) exported.push_back(kv);
+    }
+    RunVars remote_run = request.run;
+    remote_run.gpus = RemoteGpuSlots(request.run.gpus);  // another machine's: by index, uncounted
+    std::vector<std::string> remote_env =
+        BuildWorkerEnv(exported, config_.tunables, slot, request.group_rank, remote_run);
+    // `env` keeps the last of duplicates: the extra variables win.
+    remote_env.insert(remote_env.end(), request.extra_env.begin(), request.extra_env.end());
+    SshTarget target;
+    target.host = slot.hostname;
+    target.port = config_.ssh_port.value_or(22);
+    target.identity_file = config_.ssh_identity_file;
+    target.strict_host_keys = config_.ssh_strict_host_keys;
+    target.connect_timeout_s = config_.ssh_connect_timeout_s;
+    std::string socket;
+    if (!ssh_->SocketFor(target, &socket, err)) return false;
+    char cwd[4096];
+    std::string dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    spec->argv = {n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("etrun")};
+    std::string label = target.host + ":" + std::to_string(target.port);
+    std::string command = RemoteCommand(dir, remote_env, config_.command, config_.grace_period_s);
+    for (std::string& a : SshRankArgs(socket, label, command)) spec->argv.push_back(std::move(a));
+    spec->env = environment_;  // the local stub's own
+    return true;
+  }
+  std::string devices;
+  if (request.run.gpus.enabled() && !GpuDevices(request.run.gpus, slot.local_rank, &devices, err)) {
+    *err += ": lower --max-np or the host's slots";
+    return false;
+  }
+  spec->argv = config_.command;
+  spec->env = BuildWorkerEnv(environment_, config_.tunables, slot, request.group_rank, request.run);
+  // The extra variables win over inherited ones: drop those first (getenv finds the first).
+  for (const std::string& kv : request.extra_env) {
+    std::string name = kv.substr(0, kv.find('=') + 1);
+    std::erase_if(spec->env, [&name](const std::string& e) { return e.starts_with(name); });
+  }
+  spec->env.insert(spec->env.end(), request.extra_env.begin(), request.extra_env.end());
+  return true;
+}
+
+bool RankLauncher::Start(const RankRequest& request, int* id, std::string* err) {
+  const rendezvous::SlotInfo& slot = request.slot;
+  LaunchSpec spec;
+  if (!Plan(request, &spec, err)) return false;
+  if (spdlog::should_log(spdlog::level::debug)) {
+    std::string vars;
+    for (const auto& [k, v] : SlotEnv(slot, request.group_rank, request.run)) vars += k + "=" + v + " ";
+    spdlog::debug("rank {} on {}: {}{}", slot.rank, slot.hostname, vars, JoinCommand(spec.argv));
+  }
+  RankOutput output = console_;
+  if (!config_.output_filename.empty()) {
+    int np = config_.num_proc.value_or(1);
+    int out_fd = -1, err_fd = -1;
+    if (!OpenRankFiles(config_.output_filename, slot.rank, np, &out_fd, &err_fd, err)) return false;
+    std::string label = config_.output_filename + "/" + RankDirName(slot.rank, np);
+    output.file_out = sink_->AddDestination(out_fd, true, label + "/stdout");
+    output.file_err = sink_->AddDestination(err_fd, true, label + "/stderr");
+  }
+  access_->Admit(hosts_->Lookup(slot.hostname).ipv4);  // its workers may use the server now
+  if (!ranks_->Start(slot.rank, slot.hostname, spec, output, err, id)) {
+    *err = "rank " + std::to_string(slot.rank) + " on " + slot.hostname + ": " + *err;
+    return false;
+  }
+  events_->Emit(events::kRankStarted,
+                {{field::kRank, slot.rank}, {field::kHost, slot.hostname},
+                 {field::kLocalRank, slot.local_rank}, {field::kPid, ranks_->pid(*id)},
+                 {field::kRound, request.round}});
+  return true;
+}
+
+}  // namespace etrun::launcher

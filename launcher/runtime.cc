@@ -1,0 +1,234 @@
+#include "launcher/runtime.h"
+
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "events/schema.h"
+#include "launcher/elastic_policy.h"
+#include "launcher/mpi/mpi_policy.h"
+#include "launcher/static_policy.h"
+
+namespace etrun::launcher {
+
+namespace asio = boost::asio;
+namespace field = events::field;
+
+namespace {
+
+// Who may use the rendezvous server before any job host is admitted: this machine's addresses
+// and --rendezvous-allow's networks (validated by the CLI).
+rendezvous::AccessList BaseAccessList(const JobConfig& config,
+                                      const std::vector<discovery::Interface>& interfaces) {
+  std::vector<std::string> local;
+  for (const discovery::Interface& nic : interfaces) local.insert(local.end(), nic.ipv4.begin(), nic.ipv4.end());
+  std::vector<rendezvous::Cidr> allowed;
+  for (const std::string& text : config.rendezvous_allow) {
+    rendezvous::Cidr cidr;
+    std::string ignored;
+    if (rendezvous::ParseCidr(text, &cidr, &ignored)) allowed.push_back(cidr);
+  }
+  return rendezvous::AccessList(local, std::move(allowed));
+}
+
+nlohmann::json OptionalInt(const std::optional<int>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+void JobPolicy::OnRepeatedStopSignal(int sig) {
+  spdlog::warn("received {} again: killing every rank now", SignalName(sig));
+  runtime_->ranks().SignalAll(SIGKILL);
+}
+
+void JobPolicy::OnUserSignal(int sig) {
+  spdlog::debug("forwarding {} to every rank", SignalName(sig));
+  runtime_->ranks().SignalAll(sig);
+}
+
+void JobPolicy::OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) {
+  respond(404, {{"error", "unknown request " + request.method + " " + request.target}});
+}
+
+std::unique_ptr<JobPolicy> MakePolicy(const JobConfig& config) {
+  if (config.controller == Controller::kMpi) return std::make_unique<MpiPolicy>();
+  if (config.elastic()) return std::make_unique<ElasticPolicy>();
+  return std::make_unique<StaticPolicy>();
+}
+
+Runtime::Runtime(const JobConfig& config, std::vector<std::string> environment,
+                 JobServices services, std::unique_ptr<JobPolicy> policy)
+    : config_(config),
+      environ_(std::move(environment)),
+      services_(std::move(services)),
+      hosts_(services_.interfaces.empty() ? discovery::LocalInterfaces() : services_.interfaces),
+      policy_(std::move(policy)),
+      started_(services_.clock->Now()) {
+  policy_->set_runtime(this);
+}
+
+Runtime::~Runtime() {
+  policy_.reset();
+  if (blocking_) blocking_->join();
+}
+
+int Runtime::Run() {
+  std::string err;
+  if (!config_.events_file.empty() && !events_.Open(config_.events_file, &err)) {
+    spdlog::error("{}", err);  // no file to write job_end to: the one exception
+    return kExitUsage;
+  }
+  events_.Emit(events::kJobStart, StartEvent());
+  JobResult result = RunJob();
+  if (sink_) sink_->Flush();
+  if (!result.cause.empty()) spdlog::error("{}", result.cause);
+  events_.Emit(events::kJobEnd, {{field::kExitCode, result.code}, {field::kCause, result.cause}});
+  return result.code;
+}
+
+nlohmann::json Runtime::StartEvent() const {
+  nlohmann::json hosts = nlohmann::json::array();
+  if (config_.host_discovery_script.empty()) {
+    std::vector<discovery::HostSlots> listed;
+    std::string ignored;
+    if (JobHosts(config_, &listed, &ignored)) {
+      for (const discovery::HostSlots& h : listed) {
+        hosts.push_back({{field::kHost, h.name}, {field::kSlots, h.slots}});
+      }
+    }
+  }
+  return {{field::kJob, JobName(config_)}, {field::kCommand, config_.command},
+          {field::kNp, config_.num_proc.value_or(1)}, {field::kMinNp, OptionalInt(config_.min_np)},
+          {field::kMaxNp, OptionalInt(config_.max_np)}, {field::kElastic, config_.elastic()},
+          {field::kHosts, hosts},
+          {field::kDiscoveryScript, config_.host_discovery_script.empty()
+                                        ? nlohmann::json(nullptr)
+                                        : nlohmann::json(config_.host_discovery_script)},
+          {field::kPid, getpid()}};
+}
+
+JobResult Runtime::RunJob() {
+  JobResult result;
+  if (!policy_->Prepare(&result)) return result;
+
+  // The guardian forks first, while etrun has no other thread.
+  std::string err;
+  if (!guardian_.Start(&err)) spdlog::warn("{}; ranks may outlive etrun if it is killed", err);
+  signal(SIGPIPE, SIG_IGN);  // a closed console must come back as EPIPE, not kill etrun
+  signals_ = std::make_unique<asio::signal_set>(io_, SIGINT, SIGTERM, SIGHUP);
+  signals_->add(SIGUSR1);
+  signals_->add(SIGUSR2);
+  signals_->add(SIGCHLD);  // before the first fork, so no exit goes unnoticed
+
+  sink_ = std::make_unique<OutputSink>();
+  console_ = ConsoleOutput(config_, sink_.get());
+  ranks_ = std::make_unique<RankSet>(&io_, services_.spawner, sink_.get(), &guardian_,
+                                     config_.grace_period());
+  ranks_->set_on_finished([this](const RankSet::Finished& f) {
+    policy_->OnRankFinished(f);
+    CheckDone();
+  });
+  access_.emplace(BaseAccessList(config_, hosts_.interfaces()));
+  launcher_ = std::make_unique<RankLauncher>(config_, environ_, ranks_.get(), sink_.get(), console_,
+                                             &ssh_, &hosts_, &*access_, &events_);
+  blocking_ = std::make_unique<asio::thread_pool>(1);
+  kill_timer_ = std::make_unique<asio::steady_timer>(io_);
+  if (!StartServers(&result)) return result;
+
+  signals_->async_wait([this](const boost::system::error_code& ec, int sig) { OnSignal(ec, sig); });
+  policy_->Begin(server_ ? server_->port() : 0);
+  ranks_->Reap();  // exits that happened before the loop runs
+  CheckDone();
+  if (!done_) io_.run();
+  return policy_->Result();
+}
+
+bool Runtime::StartServers(JobResult* result) {
+  std::string err;
+  if (rendezvous::HttpHandler* handler = policy_->rendezvous_handler()) {
+    // Horovod's Gloo workers rendezvous through it, on the address they are told.
+    server_ = std::make_unique<rendezvous::HttpServer>(&io_, handler);
+    std::string address = policy_->rendezvous_address();
+    if (!server_->Listen(address, 0, &err)) {
+      *result = {kExitFailure, "rendezvous server: " + err};
+      return false;
+    }
+    server_->set_access(&*access_);
+    spdlog::debug("rendezvous server listening on {}:{}", address, server_->port());
+  }
+  control_ = std::make_unique<ControlServer>(
+      &io_, [this](const rendezvous::HttpRequest& request, ControlRespond respond) {
+        OnControl(request, std::move(respond));
+      });
+  if (!control_->Start(JobName(config_), &err)) {
+    spdlog::warn("no control endpoint (etrun status will not see this job): {}", err);
+  }
+  return true;
+}
+
+void Runtime::OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) {
+  if (request.method != "GET" || request.target != "/status") {
+    return policy_->OnControl(request, std::move(respond));
+  }
+  nlohmann::json status = policy_->Status();
+  status["job"] = control_->name();
+  status["pid"] = getpid();
+  status["duration_s"] = std::chrono::duration<double>(Now() - started_).count();
+  respond(200, std::move(status));
+}
+
+void Runtime::OnSignal(const boost::system::error_code& ec, int sig) {
+  if (ec) return;
+  if (sig == SIGCHLD) {
+    ranks_->Reap();
+  } else if (sig == SIGUSR1 || sig == SIGUSR2) {
+    policy_->OnUserSignal(sig);
+  } else if (stop_signal_ != 0) {
+    policy_->OnRepeatedStopSignal(sig);
+  } else {
+    stop_signal_ = sig;
+    policy_->OnStopSignal(sig);
+  }
+  CheckDone();
+  if (!done_) {
+    signals_->async_wait([this](const boost::system::error_code& e, int s) { OnSignal(e, s); });
+  }
+}
+
+void Runtime::StopAll(const std::string& why) {
+  if (stopping_) return;
+  stopping_ = true;
+  spdlog::debug("stopping {} ranks: {}", ranks_->active(), why);
+  ranks_->SignalAll(SIGTERM);
+  kill_timer_->expires_after(config_.grace_period());
+  kill_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    if (ranks_->active() > 0) {
+      spdlog::warn("{} ranks still running {:.1f} s after SIGTERM; sending SIGKILL",
+                   ranks_->active(), config_.grace_period_s);
+    }
+    ranks_->SignalAll(SIGKILL);
+  });
+}
+
+void Runtime::RunBlocking(std::function<void()> work, std::function<void()> then) {
+  asio::post(*blocking_, [this, work = std::move(work), then = std::move(then)]() mutable {
+    work();
+    asio::post(io_, std::move(then));
+  });
+}
+
+void Runtime::CheckDone() {
+  if (done_ || !policy_->Finished() || ranks_->active() > 0) return;
+  done_ = true;
+  signals_->cancel();
+  kill_timer_->cancel();
+  if (server_) server_->Stop();
+  io_.stop();
+}
+
+}  // namespace etrun::launcher

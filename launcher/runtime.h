@@ -1,0 +1,131 @@
+// Runtime: the one run loop of every job, static, elastic or --mpi. It owns the event loop, the
+// signal handling, the guardian, the output sink, the SSH hosts, the rank set, the rendezvous and
+// control servers, the host directory and the events file, and drives a JobPolicy
+// (launcher/job_policy.h) that decides what runs. Run() writes `job_start`, then exactly one
+// `job_end` from the policy's JobResult on every path, early failures included.
+//
+// Threads: the loop's (everything here, and every policy call); the output sink's writer; one
+// per SSH host; the discovery script's; one for blocking work (RunBlocking: name lookups), whose
+// results are posted back to the loop. main() builds the spawner, the discovery script runner
+// and the clock and passes them in.
+#ifndef ETRUN_LAUNCHER_RUNTIME_H_
+#define ETRUN_LAUNCHER_RUNTIME_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "discovery/network.h"
+#include "discovery/script_runner.h"
+#include "events/event_log.h"
+#include "launcher/child.h"
+#include "launcher/clock.h"
+#include "launcher/control.h"
+#include "launcher/guardian.h"
+#include "launcher/job_config.h"
+#include "launcher/job_policy.h"
+#include "launcher/output_sink.h"
+#include "launcher/rank_launcher.h"
+#include "launcher/rank_set.h"
+#include "launcher/spawner.h"
+#include "launcher/ssh/ssh_host.h"
+#include "rendezvous/access_list.h"
+#include "rendezvous/http_server.h"
+
+namespace etrun::launcher {
+
+// The OS edges a job runs on; main() builds the real ones, tests fakes. Each must outlive the job.
+struct JobServices {
+  Spawner* spawner = nullptr;
+  discovery::ScriptRunner* discovery = nullptr;  // elastic jobs with a discovery script
+  const Clock* clock = nullptr;
+  FileLimit* file_limit = nullptr;               // may be null: the limit is left alone
+  // This machine's interfaces; empty: read them (discovery::LocalInterfaces).
+  std::vector<discovery::Interface> interfaces;
+};
+
+// The policy for `config`'s mode: mpirun for --mpi, the elastic driver for --min-np or a
+// discovery script, fixed hosts otherwise.
+std::unique_ptr<JobPolicy> MakePolicy(const JobConfig& config);
+
+class Runtime {
+ public:
+  // `environment` ("K=V") is the launcher's, the base of every rank's.
+  Runtime(const JobConfig& config, std::vector<std::string> environment, JobServices services,
+          std::unique_ptr<JobPolicy> policy);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Runs the job; returns etrun's exit code (see exit_status.h).
+  int Run();
+
+  // For policies. Valid from Prepare (config, environment, hosts, events, services) or from
+  // Begin (the rest) until Run returns.
+  const JobConfig& config() const { return config_; }
+  const std::vector<std::string>& environment() const { return environ_; }
+  const JobServices& services() const { return services_; }
+  discovery::HostDirectory& hosts() { return hosts_; }
+  events::EventLog& events() { return events_; }
+  boost::asio::io_context& io() { return io_; }
+  RankSet& ranks() { return *ranks_; }
+  OutputSink& sink() { return *sink_; }
+  const RankOutput& console() const { return console_; }
+  SshHosts& ssh() { return ssh_; }
+  RankLauncher& launcher() { return *launcher_; }
+  TimePoint Now() const { return services_.clock->Now(); }
+
+  // SIGTERM to every rank now, SIGKILL to those left after --grace-period. Once per job.
+  void StopAll(const std::string& why);
+  // Runs `work` on the blocking-work thread, then `then` on the loop. For name lookups.
+  void RunBlocking(std::function<void()> work, std::function<void()> then);
+  // Ends the loop once the policy says the job is over and every rank has finished. Call after
+  // any event a policy handles itself (timers, discovery results); the runtime calls it after
+  // its own.
+  void CheckDone();
+
+ private:
+  JobResult RunJob();
+  bool StartServers(JobResult* result);
+  void OnSignal(const boost::system::error_code& ec, int sig);
+  void OnControl(const rendezvous::HttpRequest& request, ControlRespond respond);
+  nlohmann::json StartEvent() const;
+
+  const JobConfig& config_;
+  const std::vector<std::string> environ_;
+  JobServices services_;
+  events::EventLog events_;
+  discovery::HostDirectory hosts_;
+  // Destroyed in reverse: the policy first (its threads and timers stop while the loop and the
+  // ranks it points to exist), the ranks before the SSH hosts their stubs talk to and the sink
+  // their output goes to, the guardian and the loop last.
+  boost::asio::io_context io_;
+  Guardian guardian_;
+  std::unique_ptr<OutputSink> sink_;
+  RankOutput console_;
+  SshHosts ssh_;
+  std::unique_ptr<RankSet> ranks_;
+  std::optional<rendezvous::AccessList> access_;
+  std::unique_ptr<RankLauncher> launcher_;
+  std::unique_ptr<boost::asio::thread_pool> blocking_;
+  std::unique_ptr<boost::asio::signal_set> signals_;
+  std::unique_ptr<boost::asio::steady_timer> kill_timer_;
+  std::unique_ptr<rendezvous::HttpServer> server_;
+  std::unique_ptr<ControlServer> control_;
+  std::unique_ptr<JobPolicy> policy_;
+  TimePoint started_;
+  int stop_signal_ = 0;
+  bool stopping_ = false;
+  bool done_ = false;
+};
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_RUNTIME_H_

@@ -1,0 +1,185 @@
+// The rank-start policy (RankLauncher) over a fake spawner: environment, ports, GPUs, per-rank
+// files, events and admission, with no process started.
+#include "launcher/rank_launcher.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <boost/asio/io_context.hpp>
+#include <doctest/doctest.h>
+
+#include "launcher/output_sink.h"
+#include "launcher/ssh/ssh_host.h"
+#include "tests/launcher/fake_spawner.h"
+
+namespace etrun::launcher {
+namespace {
+
+uint32_t Ip(const char* text) {
+  struct in_addr a;
+  REQUIRE(inet_pton(AF_INET, text, &a) == 1);
+  return ntohl(a.s_addr);
+}
+
+// A launcher over fakes: this machine is "localhost" (and 127.0.0.1); 127.0.0.2 is another host.
+struct Fixture {
+  Fixture() {
+    config.command = {"python3", "train.py"};
+    config.num_proc = 12;
+    events.Capture();
+    hosts.Resolve({"localhost", "127.0.0.2"});
+  }
+  RankLauncher& Launcher() {
+    if (!launcher) {
+      launcher = std::make_unique<RankLauncher>(config, environment, &ranks, &sink,
+                                                ConsoleOutput(config, &sink), &ssh, &hosts,
+                                                &access, &events);
+    }
+    return *launcher;
+  }
+  static RankRequest Request(const std::string& host, int rank, int local_rank) {
+    RankRequest r;
+    r.slot.hostname = host;
+    r.slot.rank = rank;
+    r.slot.local_rank = local_rank;
+    r.slot.size = 12;
+    r.slot.local_size = 4;
+    r.group_rank = 1;
+    r.run.rendezvous_addr = "127.0.0.1";
+    r.run.rendezvous_port = 4242;
+    r.run.master_addr = "127.0.0.1";
+    r.run.master_port = 29500;
+    r.round = 3;
+    return r;
+  }
+
+  JobConfig config;
+  std::vector<std::string> environment = {"PATH=/usr/bin:/bin", "HOROVOD_RANK=99", "MINE=1"};
+  boost::asio::io_context io;
+  FakeSpawner spawner;
+  OutputSink sink;
+  RankSet ranks{&io, &spawner, &sink, nullptr, std::chrono::milliseconds(100)};
+  SshHosts ssh;
+  discovery::HostDirectory hosts{{{"lo", {"127.0.0.1"}}}};
+  rendezvous::AccessList access{{}, {}};
+  events::EventLog events;
+  std::unique_ptr<RankLauncher> launcher;
+};
+
+TEST_CASE("a local rank runs the command with its slot's variables, the run's ports and extras") {
+  // Given rank 5 (local rank 1) on this machine in round 3 with a restart count, when started,
+  // the spawner gets the command with the slot's Horovod and torch variables winning over
+  // inherited ones, and the extra variables set once, last.
+  Fixture f;
+  RankRequest request = Fixture::Request("localhost", 5, 1);
+  request.extra_env = {"TORCHELASTIC_RESTART_COUNT=2"};
+  f.environment.push_back("TORCHELASTIC_RESTART_COUNT=0");
+  int id = -1;
+  std::string err;
+  REQUIRE(f.Launcher().Start(request, &id, &err));
+  REQUIRE(f.spawner.started.size() == 1);
+  const LaunchSpec& spec = f.spawner.started[0];
+  CHECK(spec.argv == std::vector<std::string>{"python3", "train.py"});
+  CHECK_FALSE(spec.supervisor);
+  CHECK(EnvOf(spec, "HOROVOD_RANK") == "5");
+  CHECK(EnvOf(spec, "HOROVOD_LOCAL_RANK") == "1");
+  CHECK(EnvOf(spec, "HOROVOD_GLOO_RENDEZVOUS_PORT") == "4242");
+  CHECK(EnvOf(spec, "MASTER_PORT") == "29500");
+  CHECK(EnvOf(spec, "GROUP_RANK") == "1");
+  CHECK(EnvOf(spec, "MINE") == "1");
+  CHECK(std::count_if(spec.env.begin(), spec.env.end(), [](const std::string& kv) {
+          return kv.starts_with("TORCHELASTIC_RESTART_COUNT=");
+        }) == 1);
+  CHECK(spec.env.back() == "TORCHELASTIC_RESTART_COUNT=2");
+}
+
+TEST_CASE("a started rank is announced with its pid and round, and its host admitted") {
+  Fixture f;
+  int id = -1;
+  std::string err;
+  CHECK_FALSE(f.access.Allows(Ip("127.0.0.2")));
+  REQUIRE(f.Launcher().Start(Fixture::Request("127.0.0.2", 7, 0), &id, &err));
+  REQUIRE(f.events.captured().size() == 1);
+  const nlohmann::json& e = f.events.captured()[0];
+  CHECK(e["event"] == "rank_started");
+  CHECK(e["rank"] == 7);
+  CHECK(e["host"] == "127.0.0.2");
+  CHECK(e["round"] == 3);
+  CHECK(e["pid"] == FakeSpawner::kFirstPid);
+  CHECK(f.access.Allows(Ip("127.0.0.2")));
+  CHECK(f.hosts.misses() == 0);  // nothing was looked up on the "loop"
+}
+
+TEST_CASE("a rank on another host runs the SSH stub with the exported environment") {
+  // Given 127.0.0.2, not this machine: the spawner gets etrun's stub with the remote command,
+  // which carries the slot's variables but not the launcher's CUDA_VISIBLE_DEVICES.
+  Fixture f;
+  f.environment.push_back("CUDA_VISIBLE_DEVICES=0,1");
+  LaunchSpec spec;
+  std::string err;
+  REQUIRE(f.Launcher().Plan(Fixture::Request("127.0.0.2", 2, 0), &spec, &err));
+  REQUIRE(spec.argv.size() >= 2);
+  CHECK(spec.argv[1] == kSshRankMode);
+  std::string command = spec.argv.back();
+  CHECK(command.find("'HOROVOD_RANK=2'") != std::string::npos);
+  CHECK(command.find("'MINE=1'") != std::string::npos);
+  CHECK(command.find("CUDA_VISIBLE_DEVICES") == std::string::npos);
+  CHECK(command.find("'python3' 'train.py'") != std::string::npos);
+  CHECK(spec.env == f.environment);  // the stub's own environment is etrun's
+}
+
+TEST_CASE("GPU slots give each local rank its devices, and refuse a rank beyond them") {
+  Fixture f;
+  RankRequest request = Fixture::Request("localhost", 3, 1);
+  request.run.gpus.gpus_per_rank = 2;
+  request.run.gpus.pool = {"0", "1", "2", "3"};
+  request.run.gpus.counted = true;
+  LaunchSpec spec;
+  std::string err;
+  REQUIRE(f.Launcher().Plan(request, &spec, &err));
+  CHECK(EnvOf(spec, "CUDA_VISIBLE_DEVICES") == "2,3");
+  request.slot.local_rank = 2;
+  CHECK_FALSE(f.Launcher().Plan(request, &spec, &err));
+  CHECK(err.find("lower --max-np or the host's slots") != std::string::npos);
+}
+
+TEST_CASE("--output-filename gives each rank its own files; an unwritable directory fails it") {
+  Fixture f;
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("etrun-rank-launcher-" + std::to_string(getpid()));
+  f.config.output_filename = dir.string();
+  int id = -1;
+  std::string err;
+  REQUIRE(f.Launcher().Start(Fixture::Request("localhost", 4, 0), &id, &err));
+  CHECK(std::filesystem::exists(dir / "rank.04" / "stdout"));
+  CHECK(std::filesystem::exists(dir / "rank.04" / "stderr"));
+  f.config.output_filename = "/proc/no-such-dir";
+  CHECK_FALSE(f.Launcher().Start(Fixture::Request("localhost", 5, 0), &id, &err));
+  CHECK(err.find("choose a writable --output-filename directory") != std::string::npos);
+  CHECK(f.spawner.started.size() == 1);  // the second never reached the spawner
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a rank the spawner refuses is reported with its rank and host, and not announced") {
+  Fixture f;
+  f.spawner.refuse = true;
+  int id = -1;
+  std::string err;
+  CHECK_FALSE(f.Launcher().Start(Fixture::Request("localhost", 1, 1), &id, &err));
+  CHECK(err == "rank 1 on localhost: refused by the fake spawner");
+  CHECK(f.events.captured().empty());
+  CHECK(f.ranks.active() == 0);
+}
+
+TEST_CASE("rank directories are padded to the digits of np-1") {
+  CHECK(RankDirName(0, 1) == "rank.0");
+  CHECK(RankDirName(3, 10) == "rank.3");
+  CHECK(RankDirName(3, 11) == "rank.03");
+  CHECK(RankDirName(42, 1000) == "rank.042");
+}
+
+}  // namespace
+}  // namespace etrun::launcher
