@@ -11,6 +11,7 @@
 
 #include "launcher/guardian.h"
 #include "launcher/line_splitter.h"
+#include "launcher/mpi/mpi_output.h"
 #include "launcher/output_sink.h"
 
 namespace etrun::launcher {
@@ -24,15 +25,16 @@ struct RankSet::Stream {
       : pipe(*io, fd),
         formatter(r, is_stderr, o.timestamps, o.timestamp_format),
         console(is_stderr ? o.console_err : o.console_out),
-        file(is_stderr ? o.file_err : o.file_out),
-        raw(o.raw) {}
+        file(is_stderr ? o.file_err : o.file_out) {
+    if (o.mpi_tags) assembler = std::make_unique<MpiLineAssembler>(o.timestamps);
+  }
   Rank* owner = nullptr;
   asio::posix::stream_descriptor pipe;
   LineSplitter splitter;
   PrefixFormatter formatter;
   int console;
   int file;
-  bool raw;
+  std::unique_ptr<MpiLineAssembler> assembler;  // mpirun's stream only
   bool open = true;
   std::unique_ptr<char[]> buffer{new char[kReadChunk]};
 };
@@ -134,14 +136,14 @@ void RankSet::OnRead(Stream* s, const boost::system::error_code& ec, size_t n) {
   if (n > 0) {
     std::string_view data(s->buffer.get(), n);
     scratch_.clear();
-    if (s->raw) {
-      sink_->Append(s->console, data);
+    if (s->assembler) {
+      s->assembler->Feed(data, [this](std::string_view text) { scratch_.append(text); });
     } else {
       s->splitter.Feed(data, [this, s](std::string_view piece, bool terminated) {
         s->formatter.Append(piece, terminated, &scratch_);
       });
-      sink_->Append(s->console, scratch_);
     }
+    sink_->Append(s->console, scratch_);
     if (s->file >= 0) sink_->Append(s->file, data);
   }
   if (ec) {  // EOF, or the pipe broke: either way this stream is over
@@ -159,6 +161,9 @@ void RankSet::OnRead(Stream* s, const boost::system::error_code& ec, size_t n) {
 void RankSet::CloseStream(Stream* s) {
   if (!s->open) return;
   scratch_.clear();
+  if (s->assembler) {
+    s->assembler->Finish([this](std::string_view text) { scratch_.append(text); });
+  }
   s->splitter.Finish([this, s](std::string_view piece, bool terminated) {
     s->formatter.Append(piece, terminated, &scratch_);
   });

@@ -36,7 +36,9 @@ struct RankOutput {
   int file_err = -1;
   bool timestamps = false;
   TimestampFormat timestamp_format = TimestampFormat::kAsctime;
-  bool raw = false;       // pass bytes through unprefixed (mpirun tags its ranks' lines itself)
+  // mpirun's --tag-output stream: its ranks' fragments are put together into whole tagged
+  // lines (launcher/mpi/mpi_output.h) instead of being prefixed with `[rank]`.
+  bool mpi_tags = false;
 };
 
 class RankSet {

@@ -167,7 +167,8 @@ void MpiPolicy::Begin(int rendezvous_port) {
   spdlog::debug("{}", JoinCommand(argv_));
   LaunchSpec spec{argv_, env_, /*supervisor=*/true};
   RankOutput output = runtime_->console();
-  output.raw = true;
+  output.mpi_tags = true;
+  output.timestamps = runtime_->config().prefix_timestamp;  // mpirun's --timestamp-output
   std::string err;
   int id = -1;
   if (!runtime_->ranks().Start(0, "localhost", spec, output, &err, &id)) {

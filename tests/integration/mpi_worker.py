@@ -6,6 +6,9 @@
     mpi_worker.py exit RANK CODE   rank RANK exits with CODE without MPI_Finalize, the others wait
     mpi_worker.py sleep            print "ready", then sleep (for signal tests)
     mpi_worker.py usr1             print "got SIGUSR1" when it arrives, then exit 0
+    mpi_worker.py pieces N         N lines "MPI <rank> <i>" on stdout and "err <rank> <i>" on
+                                   stderr, each written in pieces (one write() per word), then
+                                   "end <rank>" without a newline
 
 Each line is written with one write() call: mpirun tags every write it reads, so a line written
 in pieces (print() under PYTHONUNBUFFERED=1) would come out split.
@@ -52,6 +55,14 @@ def main():
         COMM.Barrier()
         out("ready\n")
         time.sleep(600)
+    elif mode == "pieces":
+        for i in range(int(sys.argv[2])):
+            for word in ("MPI", " ", str(RANK), " ", str(i), "\n"):
+                out(word)
+            os.write(2, b"err ")
+            os.write(2, ("%d %d\n" % (RANK, i)).encode())
+        out("end ")
+        out(str(RANK))
     elif mode == "usr1":
         got = []
         signal.signal(signal.SIGUSR1, lambda *_: got.append(1))

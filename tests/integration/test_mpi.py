@@ -214,3 +214,23 @@ def test_elastic_flags_with_mpi_are_a_usage_error():
     assert r.returncode == 2
     assert r.stderr.decode().startswith("etrun: error: --mpi and --min-np/--min-num-proc cannot be "
                                         "used together")
+
+
+def test_lines_written_in_pieces_come_out_whole_per_rank_and_stream():
+    # Given 4 ranks that each write 300 lines on stdout and on stderr one word per write(), all
+    # at once (mpirun tags every fragment it reads and glues ranks' fragments together), every
+    # line arrives once, whole, behind its rank's tag, and the unterminated last line gets a
+    # newline. Fails with plain mpirun output (etrun before issue 13 passed it through).
+    n, ranks = 300, 4
+    r = run_etrun(["--mpi", "-np", str(ranks), PYTHON, MPI_WORKER, "pieces", str(n)], timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode()
+    assert out.endswith("\n")
+    want = sorted([f"[1,{k}]<stdout>:MPI {k} {i}" for k in range(ranks) for i in range(n)] +
+                  [f"[1,{k}]<stdout>:end {k}" for k in range(ranks)])
+    assert sorted(out.splitlines()) == want
+    err = [line for line in r.stderr.decode().splitlines() if line.startswith("[1,")]
+    assert sorted(err) == sorted(f"[1,{k}]<stderr>:err {k} {i}" for k in range(ranks) for i in range(n))
+    for k in range(ranks):  # each rank's lines in its own order
+        mine = [line for line in out.splitlines() if line.startswith(f"[1,{k}]<stdout>:MPI")]
+        assert mine == [f"[1,{k}]<stdout>:MPI {k} {i}" for i in range(n)]

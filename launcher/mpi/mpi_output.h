@@ -1,0 +1,58 @@
+// MpiLineAssembler: whole lines out of mpirun's --tag-output stream. mpirun tags every chunk a
+// rank writes, so a line its rank wrote in pieces arrives as fragments, each behind its own tag
+// and glued to other ranks' fragments:
+//   [1,1]<stdout>:MPI[1,0]<stdout>:MPI[1,1]<stdout>: 1[1,0]<stdout>: 0\n[1,1]<stdout>:\n
+// The assembler keeps a pending line per tag (rank and stream) and emits it whole, behind the tag
+// (and the timestamp, with --timestamp-output) of its first fragment, when its '\n' or '\r'
+// arrives: `[1,0]<stdout>:MPI 0\n[1,1]<stdout>:MPI 1\n`. Text outside any tag (mpirun's own
+// messages) passes through line by line. At the end, unterminated lines are emitted with a '\n'
+// added, as in Gloo mode. One assembler per mpirun stream. Pure; thread-compatible.
+#ifndef ETRUN_LAUNCHER_MPI_MPI_OUTPUT_H_
+#define ETRUN_LAUNCHER_MPI_MPI_OUTPUT_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace etrun::launcher {
+
+class MpiLineAssembler {
+ public:
+  using Emit = std::function<void(std::string_view text)>;
+
+  // `timestamps`: mpirun runs with --timestamp-output, so each tag is preceded by an asctime
+  // timestamp ("Mon Nov 23 23:01:52 2026"). `max_line`: a longer pending line is emitted in
+  // pieces of that size (each behind its tag, ended with '\n') so memory stays bounded.
+  explicit MpiLineAssembler(bool timestamps, size_t max_line = 16 << 20)
+      : timestamps_(timestamps), max_line_(max_line) {}
+
+  // Feeds bytes as read; calls `emit` with ready text (several whole lines at a time).
+  void Feed(std::string_view data, const Emit& emit);
+
+  // End of stream: emits what is pending.
+  void Finish(const Emit& emit);
+
+ private:
+  struct Pending {
+    std::string head;  // timestamp + tag of the line's first fragment
+    std::string text;
+  };
+
+  // Length of the tag (with its timestamp) starting at `pos` of in_, 0 when none starts there,
+  // -1 when in_ ends before it can tell.
+  int TagAt(size_t pos) const;
+  void Consume(std::string_view content, std::string* out);
+  void Complete(Pending* line, std::string* out, bool add_newline);
+
+  bool timestamps_;
+  size_t max_line_;
+  std::string in_;                       // bytes not consumed yet (a possibly partial tag)
+  std::string current_;                  // the tag the next content belongs to; "" untagged
+  std::string current_head_;             // current_ with the timestamp it came with
+  std::map<std::string, Pending> lines_;  // by tag; "" is mpirun's own text
+};
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_MPI_MPI_OUTPUT_H_
