@@ -1,9 +1,30 @@
 #include "discovery/discovery_output.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <map>
 
 namespace etrun::discovery {
+namespace {
+
+// Keeps the total slot count within kMaxDiscoveredSlots: the first hosts keep theirs.
+void CapSlots(std::vector<HostSlots>* hosts, std::vector<std::string>* warnings) {
+  int64_t total = 0;
+  for (const HostSlots& h : *hosts) total += h.slots;
+  if (total <= kMaxDiscoveredSlots) return;
+  int left = kMaxDiscoveredSlots;
+  for (HostSlots& h : *hosts) {
+    h.slots = std::min(h.slots, left);
+    left -= h.slots;
+  }
+  warnings->push_back("more than " + std::to_string(kMaxDiscoveredSlots) + " slots listed (" +
+                      std::to_string(total) + "): using the first " +
+                      std::to_string(kMaxDiscoveredSlots) + "; use --max-np to say how many "
+                      "ranks the job may use");
+}
+
+}  // namespace
 
 bool ParseDiscoveryOutput(std::string_view output, int default_slots,
                           std::vector<HostSlots>* hosts, std::vector<std::string>* warnings,
@@ -58,6 +79,7 @@ bool ParseDiscoveryOutput(std::string_view output, int default_slots,
       parsed[it->second].slots = slots;
     }
   }
+  CapSlots(&parsed, warnings);
   *hosts = std::move(parsed);
   return true;
 }

@@ -17,9 +17,14 @@ namespace etrun::discovery {
 // warning.
 inline constexpr size_t kMaxDiscoveredHosts = 10000;
 
+// At most this many slots in all are taken from one discovery run (rank assignment builds an
+// entry per slot): hosts past the cap get fewer or none, with a warning. More ranks than this
+// in one job is far beyond anything etrun is tested with (256).
+inline constexpr int kMaxDiscoveredSlots = 1 << 16;
+
 // Parses `output`. `default_slots` is --slots-per-host (or 1). Empty output is legal: no hosts
-// yet. On success fills *hosts (in first-appearance order) and appends a message per duplicate to
-// *warnings. On a bad line returns false, sets *err ("line 3: ..."), leaves *hosts unchanged.
+// yet. On success fills *hosts (in first-appearance order) and appends a message per duplicate,
+// and one for each cap reached (hosts, slots), to *warnings. On a bad line returns false, sets *err ("line 3: ..."), leaves *hosts unchanged.
 bool ParseDiscoveryOutput(std::string_view output, int default_slots,
                           std::vector<HostSlots>* hosts, std::vector<std::string>* warnings,
                           std::string* err);

@@ -142,10 +142,9 @@ void ElasticDriver::ApplyHosts(std::vector<discovery::HostSlots> parsed, TimePoi
 void ElasticDriver::BeginRestart(const std::string& why) {
   if (phase_ != Phase::kRunning) return;
   if (options_.reset_limit && resets_ >= *options_.reset_limit) {
-    return Stop(first_failure_status_ ? first_failure_status_->ShellCode() : kExitFailure,
-                why + ", and the number of restarts reached the limit: " +
-                    std::to_string(*options_.reset_limit) + " (--reset-limit)" +
-                    (first_failure_.empty() ? std::string() : "; first failure: " + first_failure_));
+    return Stop(EndingCode(), why + ", and the number of restarts reached the limit: " +
+                                  std::to_string(*options_.reset_limit) + " (--reset-limit)" +
+                                  EarlierFailure("; first failure: "));
   }
   spdlog::info("restarting all {} workers: {}", live_.size(), why);
   restart_reason_ = why;
@@ -198,9 +197,8 @@ void ElasticDriver::Activate() {
       survivor = survivor || (it != live_.end() && !it->second.draining);
     }
     if (!survivor) {
-      return Stop(first_failure_status_ ? first_failure_status_->ShellCode() : kExitFailure,
-                  "no worker of the previous round is left to carry the training state" +
-                      (first_failure_.empty() ? std::string() : " (" + first_failure_ + ")"));
+      return Stop(EndingCode(), "no worker of the previous round is left to carry the training state" +
+                                    (last_failure_.empty() ? std::string() : " (" + last_failure_ + ")"));
     }
   }
   assignment_ = std::move(plan);
@@ -289,12 +287,11 @@ void ElasticDriver::Decide(TimePoint now) {
     }
   }
   if (successes > 0) {  // training finished: release whoever waits, finish when all are gone
-    if (failures > 0) return Stop(first_failure_status_->ShellCode(), first_failure_);
+    if (failures > 0) return Stop(EndingCode(), last_failure_ + EarlierFailure("; first failure: "));
     return Stop(kExitOk, "");
   }
   if (failures == static_cast<int>(records_.size())) {
-    return Stop(first_failure_status_ ? first_failure_status_->ShellCode() : kExitFailure,
-                "every rank failed; first: " + first_failure_);
+    return Stop(EndingCode(), "every rank failed; last: " + last_failure_ + EarlierFailure("; first: "));
   }
   for (const SlotKey& key : failed) {
     if (hosts_->IsBlacklisted(key.first)) continue;
@@ -316,13 +313,13 @@ void ElasticDriver::Decide(TimePoint now) {
   bool all_blacklisted = true;
   for (const auto& [key, record] : records_) all_blacklisted = all_blacklisted && hosts_->IsBlacklisted(key.first);
   if (all_blacklisted) {
-    return Stop(first_failure_status_ ? first_failure_status_->ShellCode() : kExitFailure,
-                "every host of the job failed; first: " + first_failure_);
+    return Stop(EndingCode(),
+                "every host of the job failed; last: " + last_failure_ + EarlierFailure("; first: "));
   }
   if (options_.reset_limit && resets_ >= *options_.reset_limit) {
-    return Stop(first_failure_status_ ? first_failure_status_->ShellCode() : kExitFailure,
-                "stopped because the number of resets exceeded the limit: " +
-                    std::to_string(*options_.reset_limit) + " (--reset-limit)");
+    return Stop(EndingCode(), "stopped because the number of resets exceeded the limit: " +
+                                  std::to_string(*options_.reset_limit) + " (--reset-limit)" +
+                                  (last_failure_.empty() ? std::string() : "; last failure: " + last_failure_));
   }
   ++resets_;
   std::string reason;
@@ -349,10 +346,7 @@ void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoin
     MaybeRestart();
     return MaybeFinish();
   }
-  if (!status.success() && !first_failure_status_) {
-    first_failure_status_ = status;
-    first_failure_ = "worker " + Describe(key) + " " + status.Describe();
-  }
+  if (!status.success()) NoteFailure(status, "worker " + Describe(key) + " " + status.Describe());
   if (!status.success()) spdlog::warn("worker {} {}", Describe(key), status.Describe());
   if (options_.restart_all && phase_ == Phase::kRunning && SlotOf(key)) {
     if (!status.success()) {
@@ -435,10 +429,7 @@ void ElasticDriver::OnTick(TimePoint now) {
       if (records_.count(key)) continue;
       spdlog::warn("worker {} did not reach the reset within {}; stopping it", Describe(key),
                    Seconds(options_.elastic_timeout));
-      if (!first_failure_status_) {
-        first_failure_status_ = ExitStatus::Exited(kExitFailure);
-        first_failure_ = "worker " + Describe(key) + " hung in a reset";
-      }
+      NoteFailure(ExitStatus::Exited(kExitFailure), "worker " + Describe(key) + " hung in a reset");
       records_[key] = Record::kFailure;
       Drain(key);
     }
@@ -449,6 +440,20 @@ void ElasticDriver::OnTick(TimePoint now) {
 }
 
 void ElasticDriver::Abort(int exit_code, const std::string& why) { Stop(exit_code, why); }
+
+void ElasticDriver::NoteFailure(const ExitStatus& status, const std::string& what) {
+  if (first_failure_.empty()) first_failure_ = what;
+  last_failure_status_ = status;
+  last_failure_ = what;
+}
+
+int ElasticDriver::EndingCode() const {
+  return last_failure_status_ ? last_failure_status_->ShellCode() : kExitFailure;
+}
+
+std::string ElasticDriver::EarlierFailure(const std::string& lead) const {
+  return first_failure_.empty() || first_failure_ == last_failure_ ? "" : lead + first_failure_;
+}
 
 void ElasticDriver::Stop(int exit_code, std::string summary) {
   if (phase_ == Phase::kStopping || phase_ == Phase::kDone) return;

@@ -15,7 +15,9 @@
 //    (and SIGKILL after the grace period); their exits are neither success nor failure;
 //  * a worker that finishes (exit 0) while others wait in a reset ends the job successfully: the
 //    waiting ones are released (-1) and drained instead of being killed into a failure;
-//  * the exit code is the first failing rank's own, not 1.
+//  * the exit code of a failed job is the own code of the failure that ended it (the last one:
+//    the round that exceeded --reset-limit, the last host to fail), not 1; 1 when no worker
+//    failed (a timeout, a discovery failure).
 // With ElasticOptions::restart_all the driver instead follows torchrun: any change or failure
 // stops all workers and starts the whole new world afresh.
 // Driver thread only.
@@ -153,6 +155,10 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   void BeginRestart(const std::string& why);
   void MaybeRestart();
   void Stop(int exit_code, std::string summary);
+  // Failures: the last one's code ends a failed job (1 when none); the first is mentioned too.
+  void NoteFailure(const ExitStatus& status, const std::string& what);
+  int EndingCode() const;
+  std::string EarlierFailure(const std::string& lead) const;  // "" when it is the last one
   // Stops a live worker whose exit no longer counts (removed, blacklisted, stopping).
   void Drain(const SlotKey& key, bool removed = false);
   void BlacklistHost(const std::string& host, const std::string& reason, TimePoint now);
@@ -181,8 +187,9 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   int next_launch_rank_ = 0;
   int pending_flags_ = 0;                    // a host change not yet delivered to rank 0
   bool notify_in_flight_ = false;
-  std::optional<ExitStatus> first_failure_status_;
   std::string first_failure_;
+  std::optional<ExitStatus> last_failure_status_;  // the job's exit code when a failure ends it
+  std::string last_failure_;
   int exit_code_ = 0;
   std::string summary_;
   events::EventLog* events_ = nullptr;

@@ -42,6 +42,24 @@ TEST_CASE("a host listed twice keeps its last slot count, with a warning") {
   CHECK(warnings == std::vector<std::string>{"line 3: host a listed again with 4 slots (was 2): using 4"});
 }
 
+TEST_CASE("slots beyond the total cap are dropped from the last hosts, with one warning") {
+  // Given a script that prints 100,000,000 slots (rank assignment builds an entry per slot),
+  // the first hosts keep theirs up to kMaxDiscoveredSlots; the rest get none.
+  using etrun::discovery::kMaxDiscoveredSlots;
+  std::vector<HostSlots> hosts;
+  std::vector<std::string> warnings;
+  std::string err;
+  REQUIRE(ParseDiscoveryOutput("a:2\nhuge:100000000\nb:3\n", 1, &hosts, &warnings, &err));
+  CHECK(hosts == std::vector<HostSlots>{{"a", 2}, {"huge", kMaxDiscoveredSlots - 2}, {"b", 0}});
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0] == "more than 65536 slots listed (100000005): using the first 65536; use "
+                       "--max-np to say how many ranks the job may use");
+  warnings.clear();
+  REQUIRE(ParseDiscoveryOutput("a:65535\nb:1\n", 1, &hosts, &warnings, &err));
+  CHECK(hosts == std::vector<HostSlots>{{"a", 65535}, {"b", 1}});  // exactly at the cap
+  CHECK(warnings.empty());
+}
+
 TEST_CASE("bad discovery lines are errors that name the line") {
   struct Case {
     const char* output;

@@ -95,3 +95,4 @@ def test_a_discovery_script_printing_more_than_1_mib_fails_clearly(tmp_path):
     assert r.stderr.decode().startswith(
         "etrun: error: the host discovery script failed (printed more than 1 MiB on stdout (etrun "
         "reads at most that: one host:slots line per host))")
+

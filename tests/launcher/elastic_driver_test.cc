@@ -230,14 +230,16 @@ TEST_CASE("a failed rank blacklists its host and the others continue without it"
   CHECK_FALSE(job.driver.finished());
 }
 
-TEST_CASE("when every rank fails the job ends with the first failure's code") {
+TEST_CASE("when every rank fails the job ends with the code of the failure that ended it") {
+  // The last failure ends the job (issue 13: it used to be the first's code, 7).
   Job job;
   job.Discover("a:1\nb:1\n");
   job.Exit("a", 0, 7);
   job.Exit("b", 0, 9);
   REQUIRE(job.driver.finished());
-  CHECK(job.driver.exit_code() == 7);
-  CHECK(job.driver.summary() == "every rank failed; first: worker a[0] exited with code 7");
+  CHECK(job.driver.exit_code() == 9);
+  CHECK(job.driver.summary() ==
+        "every rank failed; last: worker b[0] exited with code 9; first: worker a[0] exited with code 7");
 }
 
 TEST_CASE("below --min-np after a failure the job waits, then times out") {
@@ -281,8 +283,26 @@ TEST_CASE("--reset-limit N allows N resets and stops at the next") {
   CHECK(job.workers.stopped.back() == SlotKey{"a", 0});
   job.Exit("a", 0, 143);
   REQUIRE(job.driver.finished());
-  CHECK(job.driver.summary() == "stopped because the number of resets exceeded the limit: 1 (--reset-limit)");
+  CHECK(job.driver.summary() == "stopped because the number of resets exceeded the limit: 1 "
+                                "(--reset-limit); last failure: worker b[0] exited with code 1");
   CHECK(job.driver.exit_code() == 1);
+}
+
+TEST_CASE("a job stopped by --reset-limit exits with the code of the failure past the limit") {
+  // Given failures with codes 3 then 4 and a limit of 1 reset, the job ends with 4, the code of
+  // the failure that needed the reset it may not do (issue 13: it used to be 3, the first).
+  ElasticOptions o = Job::Options();
+  o.reset_limit = 1;
+  Job job(o);
+  job.Discover("a:1\nb:1\nc:1\n");
+  job.Exit("c", 0, 3);
+  job.Ready("a", 0);
+  job.Ready("b", 0);
+  job.Exit("b", 0, 4);
+  job.Ready("a", 0);
+  job.Exit("a", 0, 143);
+  REQUIRE(job.driver.finished());
+  CHECK(job.driver.exit_code() == 4);
 }
 
 TEST_CASE("a blacklisted host comes back after its cooldown, as an added host") {
@@ -388,7 +408,7 @@ TEST_CASE("restart mode: a failure restarts everyone, without blacklisting, up t
         "(--reset-limit); first failure: worker b[0] exited with code 5");
   job.driver.OnWorkerExit({"b", 0}, ExitStatus::Signaled(15), job.now);
   REQUIRE(job.driver.finished());
-  CHECK(job.driver.exit_code() == 5);
+  CHECK(job.driver.exit_code() == 6);  // the failure past the limit (issue 13: was b's 5)
 }
 
 TEST_CASE("restart mode: an unreachable host is blacklisted and the next world starts without it") {
