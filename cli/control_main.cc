@@ -282,9 +282,12 @@ bool Reached(const ScaleRequest& r, const json& status, std::string* where) {
     ++running;
     if (rank.value("host", "") == (r.add_host.empty() ? r.remove : r.add_host)) ++on_host;
   }
-  bool steady = status.value("state", "") == "running";
+  // Running, and the round's world has formed: every new worker met the others (jobs of etruns
+  // without "world_ready" count as formed).
+  bool steady = status.value("state", "") == "running" && status.value("world_ready", true);
   if (!r.add_host.empty()) {
-    *where = fmt::format("{} of {} ranks on {}", on_host, r.add_slots, r.add_host);
+    *where = fmt::format("{} of {} ranks on {}{}", on_host, r.add_slots, r.add_host,
+                         steady || on_host < r.add_slots ? "" : ", the new world not formed yet");
     return steady && on_host == r.add_slots;
   }
   if (!r.remove.empty()) {
@@ -323,7 +326,12 @@ int ScaleMain(int argc, char** argv) {
     json now_status;
     std::string why;
     if (FetchStatus(job, &now_status, &why) && Reached(request, now_status, &where)) {
-      std::cout << "job '" << job.job << "' scaled: " << (where.empty() ? "overrides cleared" : where) << "\n";
+      std::cout << "job '" << job.job << "' scaled: " << (where.empty() ? "overrides cleared" : where);
+      if (!where.empty()) {
+        std::cout << "; the new world of " << now_status.value("world_size", 0)
+                  << " ranks is training (round " << now_status.value("round", 0) << ")";
+      }
+      std::cout << "\n";
       return 0;
     }
     if (!why.empty() && launcher::ListJobs(&why).empty()) {

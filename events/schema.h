@@ -17,6 +17,12 @@ inline constexpr char kRound[] = "round";
 inline constexpr char kRankStarted[] = "rank_started";
 inline constexpr char kRankExited[] = "rank_exited";
 inline constexpr char kReset[] = "reset";
+// The first worker of a running round left training (asked for a new rank, failed, or restart
+// mode stopped the ranks): training stops here. Fields: round, reason.
+inline constexpr char kResetBegin[] = "reset_begin";
+// Every worker of the round's world is in (Horovod: the round's `global` rendezvous completed;
+// restart mode: its ranks run): training goes on here. Fields: round, world_size.
+inline constexpr char kWorldReady[] = "world_ready";
 
 // Field names. Every event: ts, t, event.
 namespace field {

@@ -148,6 +148,7 @@ void ElasticDriver::BeginRestart(const std::string& why) {
   }
   spdlog::info("restarting all {} workers: {}", live_.size(), why);
   restart_reason_ = why;
+  NoteResetBegin(why);
   phase_ = Phase::kRestarting;
   records_.clear();
   for (auto& [key, live] : live_) Drain(key);
@@ -216,6 +217,8 @@ void ElasticDriver::Activate() {
     }
     Emit(events::kRound, {{field::kRound, round_}, {field::kWorldSize, assignment_.size()}, {field::kAssignment, slots}});
   }
+  world_ready_ = false;
+  reset_begun_ = false;
   ReleaseWaiting();
   for (const rendezvous::SlotInfo& s : assignment_) {
     SlotKey key{s.hostname, s.local_rank};
@@ -224,6 +227,26 @@ void ElasticDriver::Activate() {
     workers_->Start(s);
   }
   spdlog::debug("round {} started", round_);
+  // A restarted world is ready once its ranks run: etrun cannot see torch's own rendezvous.
+  if (options_.restart_all && phase_ == Phase::kRunning) MarkWorldReady();
+}
+
+void ElasticDriver::OnWorldReady(TimePoint now) {
+  now_ = now;
+  if (options_.restart_all || phase_ != Phase::kRunning || world_ready_) return;
+  MarkWorldReady();
+}
+
+void ElasticDriver::MarkWorldReady() {
+  world_ready_ = true;
+  spdlog::debug("round {}: every worker is in the new world", round_);
+  Emit(events::kWorldReady, {{field::kRound, round_}, {field::kWorldSize, assignment_.size()}});
+}
+
+void ElasticDriver::NoteResetBegin(const std::string& why) {
+  if (reset_begun_ || round_ == 0) return;
+  reset_begun_ = true;
+  Emit(events::kResetBegin, {{field::kRound, round_}, {field::kReason, why}});
 }
 
 void ElasticDriver::ReleaseWaiting() {
@@ -262,6 +285,9 @@ void ElasticDriver::RegisterWorker(rendezvous::WorkerRegistration registration,
 void ElasticDriver::Record(const SlotKey& key, enum Record record, TimePoint now) {
   auto it = records_.find(key);
   if (it != records_.end() && it->second != Record::kReady) return;  // exits are final
+  // The first worker to leave training (for a new rank, or by failing) begins the reset.
+  if (record == Record::kReady) NoteResetBegin("worker " + Describe(key) + " left training for a reset");
+  if (record == Record::kFailure) NoteResetBegin("worker " + Describe(key) + " failed");
   records_[key] = record;
   if (!round_deadline_) round_deadline_ = now + options_.elastic_timeout;
   MaybeDecide(now);

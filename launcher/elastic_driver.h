@@ -104,6 +104,9 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   // both modes, so restart mode does not start the next world on it. Call before their exits.
   void OnHostUnreachable(const std::string& host, TimePoint now);
   void OnTick(TimePoint now);  // deadlines; call at least every second
+  // Every worker of the current round has passed its global rendezvous (the store's `global`
+  // scope completed): the new world trains. Restart mode marks this itself once ranks run.
+  void OnWorldReady(TimePoint now);
   void RecordReady(const std::string& host, int local_rank,
                    std::function<void(std::optional<rendezvous::SlotInfo>)> reply) override;
   void RegisterWorker(rendezvous::WorkerRegistration registration,
@@ -133,6 +136,8 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   std::string WorkerState(const SlotKey& slot) const;
   const std::vector<rendezvous::SlotInfo>& assignment() const { return assignment_; }
   int round() const { return round_; }
+  // Whether the current round's world has formed (see OnWorldReady).
+  bool world_ready() const { return world_ready_; }
   int resets() const { return resets_; }
 
  private:
@@ -164,6 +169,9 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   void BlacklistHost(const std::string& host, const std::string& reason, TimePoint now);
   void Emit(std::string_view event, nlohmann::json fields = nlohmann::json::object());
   void MaybeFinish();
+  void MarkWorldReady();
+  // The first worker of a running round left training: writes `reset_begin`, once per round.
+  void NoteResetBegin(const std::string& why);
   std::optional<rendezvous::SlotInfo> SlotOf(const SlotKey& key) const;
   std::string Describe(const SlotKey& key) const;
 
@@ -180,6 +188,8 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   std::vector<rendezvous::SlotInfo> assignment_;
   int round_ = 0;
   int resets_ = 0;
+  bool world_ready_ = false;   // this round's world formed
+  bool reset_begun_ = false;   // this round's first worker left training
   std::map<SlotKey, enum Record> records_;  // this round's
   std::optional<TimePoint> round_deadline_;  // set by the round's first record
   std::map<SlotKey, std::function<void(std::optional<rendezvous::SlotInfo>)>> waiting_;

@@ -124,6 +124,9 @@ bool ElasticPolicy::Prepare(JobResult* result) {
                                             &store_, runtime_->Now());
   driver_->set_events(&runtime_->events());
   handler_ = std::make_unique<rendezvous::RendezvousHandler>(&store_, driver_.get());
+  store_.set_on_scope_done([this](std::string_view scope) {
+    if (scope == "global") driver_->OnWorldReady(runtime_->Now());
+  });
   poll_timer_ = std::make_unique<asio::steady_timer>(runtime_->io());
   tick_timer_ = std::make_unique<asio::steady_timer>(runtime_->io());
   return true;
@@ -290,7 +293,7 @@ nlohmann::json ElasticPolicy::Status() const {
                      {"uptime_s", std::chrono::duration<double>(now - r.started).count()}});
   }
   const HostOverrides& overrides = driver_->overrides();
-  return {{"state", driver_->state()}, {"elastic", true},
+  return {{"state", driver_->state()}, {"elastic", true}, {"world_ready", driver_->world_ready()},
           {"world_size", driver_->assignment().size()}, {"np", options_.np},
           {"min_np", options_.min_np}, {"max_np", OptionalInt(options_.max_np)},
           {"resets", driver_->resets()}, {"round", driver_->round()}, {"ranks", ranks},

@@ -41,6 +41,7 @@ void KvStore::Delete(std::string_view scope, std::string_view key) {
     if (static_cast<int>(f->second.size()) >= size->second) {
       if (auto s = values_.find(scope); s != values_.end()) values_.erase(s);
       finished_.erase(f);
+      if (on_scope_done_) on_scope_done_(scope);
     }
     return;
   }

@@ -8,6 +8,7 @@
 #ifndef ETRUN_RENDEZVOUS_KV_STORE_H_
 #define ETRUN_RENDEZVOUS_KV_STORE_H_
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -33,6 +34,12 @@ class KvStore {
   // "Key finished with scope" (see above).
   void Delete(std::string_view scope, std::string_view key);
 
+  // Called when every member of a planned scope has sent DELETE (its rendezvous is complete),
+  // with the scope's name: "global" completing means the round's whole world met.
+  void set_on_scope_done(std::function<void(std::string_view scope)> callback) {
+    on_scope_done_ = std::move(callback);
+  }
+
   // Introspection for tests and benchmarks.
   size_t scope_count() const { return values_.size(); }
   std::optional<int> planned_size(std::string_view scope) const;
@@ -41,6 +48,7 @@ class KvStore {
   std::map<std::string, std::map<std::string, std::string, std::less<>>, std::less<>> values_;
   std::map<std::string, int, std::less<>> scope_size_;
   std::map<std::string, std::set<std::string, std::less<>>, std::less<>> finished_;
+  std::function<void(std::string_view)> on_scope_done_;
 };
 
 }  // namespace etrun::rendezvous

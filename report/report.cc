@@ -32,6 +32,8 @@ enum class EventType {
   kRankStarted,
   kRankExited,
   kReset,
+  kResetBegin,
+  kWorldReady,
   kJobEnd,
 };
 
@@ -45,6 +47,8 @@ bool TypeFromName(const std::string& name, EventType* type) {
       {events::kRankStarted, EventType::kRankStarted},
       {events::kRankExited, EventType::kRankExited},
       {events::kReset, EventType::kReset},
+      {events::kResetBegin, EventType::kResetBegin},
+      {events::kWorldReady, EventType::kWorldReady},
       {events::kJobEnd, EventType::kJobEnd},
   };
   for (const auto& [n, t] : kNames) {
@@ -229,6 +233,14 @@ bool DecodeEvent(const json& object, EventType type, const std::string& type_nam
       event->count = f.OptInt(field::kResets).value_or(0);
       event->reason = f.Str(field::kReason, false);
       break;
+    case EventType::kResetBegin:
+      event->round = f.OptInt(field::kRound).value_or(0);
+      event->reason = f.Str(field::kReason, false);
+      break;
+    case EventType::kWorldReady:
+      event->round = f.OptInt(field::kRound).value_or(0);
+      event->world_size = f.Int(field::kWorldSize);
+      break;
     case EventType::kJobEnd:
       event->exit_code = f.Int(field::kExitCode);
       event->cause = f.Str(field::kCause, false);
@@ -300,6 +312,17 @@ void Build(const std::vector<Event>& events, JobTimeline* tl) {
     next.start = t;
     current = next;
   };
+  auto begin_reset = [&](double t) {
+    if (current.state == SizeSegment::State::kResetting) return;
+    SizeSegment next;
+    next.state = SizeSegment::State::kResetting;
+    switch_to(t, next);
+  };
+  // Writers since issue 13 mark when training stops (reset_begin) and goes on (world_ready):
+  // a world trains from its world_ready, not from its round's assignment.
+  const bool world_ready_events = std::any_of(events.begin(), events.end(), [](const Event& e) {
+    return e.type == EventType::kWorldReady;
+  });
 
   for (const Event& e : events) {
     switch (e.type) {
@@ -325,8 +348,10 @@ void Build(const std::vector<Event>& events, JobTimeline* tl) {
           open_blacklist.erase(it);
         }
         break;
-      case EventType::kRound: {
+      case EventType::kRound:
+      case EventType::kWorldReady: {
         for (const std::string& host : e.hosts) AddHost(tl, &seen, host);
+        if (world_ready_events != (e.type == EventType::kWorldReady)) break;
         SizeSegment next;
         next.size = e.world_size;
         next.round = e.round;
@@ -335,11 +360,10 @@ void Build(const std::vector<Event>& events, JobTimeline* tl) {
       }
       case EventType::kReset:
         tl->resets.push_back({e.t, e.count, e.reason});
-        if (current.state != SizeSegment::State::kResetting) {
-          SizeSegment next;
-          next.state = SizeSegment::State::kResetting;
-          switch_to(e.t, next);
-        }
+        begin_reset(e.t);
+        break;
+      case EventType::kResetBegin:
+        begin_reset(e.t);
         break;
       case EventType::kRankStarted: {
         AddHost(tl, &seen, e.host);

@@ -115,7 +115,7 @@ bool ParseEvents(std::string_view text, const std::string& name, JobTimeline* ti
 struct JobSummary {
   double duration = 0;
   std::map<int, double> time_at_size;  // world size -> seconds; 0 = starting or resetting
-  double reset_lost = 0;               // seconds from each reset to the next round (or the end)
+  double reset_lost = 0;  // seconds from each reset_begin (or reset) to the next world_ready (or round, or the end)
   int resets = 0;
   int ranks_started = 0;
 };

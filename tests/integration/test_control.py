@@ -100,7 +100,8 @@ def test_scale_adds_and_removes_hosts_of_an_elastic_job_and_rolls_back_on_timeou
         assert wait_until(lambda: registry(runtime) and status(runtime)["world_size"] == 1, timeout=20)
         r = etrun(["scale", "grow", "--add", "127.0.0.1:2", "--timeout", "30s"], runtime)
         assert r.returncode == 0, r.stderr
-        assert r.stdout == "job 'grow' scaled: 2 of 2 ranks on 127.0.0.1\n"
+        assert r.stdout == ("job 'grow' scaled: 2 of 2 ranks on 127.0.0.1; the new world of 3 ranks "
+                            "is training (round 2)\n")
         s = status(runtime, "grow")
         assert s["world_size"] == 3 and s["overrides"]["add"] == {"127.0.0.1": 2}
         assert sorted(r["host"] for r in s["ranks"]) == ["127.0.0.1", "127.0.0.1", "localhost"]
@@ -156,8 +157,16 @@ def test_scale_grows_and_drains_a_horovod_protocol_job_without_losing_a_step(run
                      extra=["--job-name", "hvd", "--events-file", str(events), "--grace-period", "30"])
     assert job.wait_for_size(2)
     r = etrun(["scale", "hvd", "--add", f"{HOSTNAME}:1", "--timeout", "60s"], runtime)
+    returned = time.monotonic()
     assert r.returncode == 0, r.stderr
+    # It returned once the new world trained, not when the new process started (issue 13): the
+    # round's world_ready is in the events already, and it says so.
+    assert r.stdout.endswith("; the new world of 3 ranks is training (round 2)\n"), r.stdout
+    ready = [json.loads(l) for l in events.read_text().splitlines() if '"world_ready"' in l]
+    assert [e["world_size"] for e in ready] == [2, 3]
+    assert status(runtime, "hvd")["world_ready"] is True
     assert job.wait_for_size(3)
+    assert time.monotonic() - returned < 30
     r = etrun(["scale", "hvd", "--remove", "127.0.0.1", "--timeout", "60s"], runtime)
     assert r.returncode == 0, r.stderr
     assert job.wait_for_size(2)

@@ -1,6 +1,7 @@
 """Horovod's elastic protocol end to end: etrun + the elastic stand-in worker
 (tests/integration/elastic_standin.py: rank_and_size on reset, worker_addresses + notification
 service, commit-time host-update checks, a real mini-collective between ranks)."""
+import json
 import os
 import re
 import signal
@@ -126,3 +127,32 @@ def test_a_killed_rank_is_blacklisted_then_replaced_after_its_cooldown(tmp_path,
     assert sizes_in_order(job.lines())[:3] == [3, 2, 3]
     assert committed_steps(job.lines()) == set(range(300))
     assert processes_with_marker(marker) == []
+
+
+def test_the_report_counts_the_time_training_stood_still_at_each_change(tmp_path, marker_env):
+    # Given a 2 -> 3 -> 2 job of Horovod-protocol workers, `etrun report` counts as lost the time
+    # from the first worker leaving training (reset_begin) to the new world's rendezvous completing
+    # (world_ready): more than nothing (it said 0.00 s before issue 13), and exactly the sum of
+    # those spans in the events file.
+    events = tmp_path / "events.jsonl"
+    job = ElasticJob(tmp_path, marker_env, ["localhost", "127.0.0.1"], steps=150,
+                     extra=["--events-file", str(events)])
+    assert job.wait_for_size(2)
+    job.set_hosts(["localhost", "127.0.0.1", HOSTNAME])
+    assert job.wait_for_size(3)
+    job.set_hosts(["localhost", HOSTNAME])
+    assert job.wait_for_size(2)
+    rc, err = job.finish()
+    assert rc == 0, err
+    evs = [json.loads(line) for line in events.read_text().splitlines()]
+    begins = [e["t"] for e in evs if e["event"] == "reset_begin"]
+    readies = [(e["t"], e["world_size"]) for e in evs if e["event"] == "world_ready"]
+    assert [size for _, size in readies] == [2, 3, 2]
+    assert len(begins) == 2
+    lost = sum(min(t for t, _ in readies if t > b) - b for b in begins)
+    assert lost > 0.05
+    r = subprocess.run([ETRUN, "report", str(events), "--json"], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["resets"] == 2
+    assert abs(summary["reset_lost_s"] - lost) < 0.01, (summary, lost)

@@ -436,6 +436,8 @@ std::vector<std::string> EventNames(const etrun::events::EventLog& log) {
     if (name == "round") name += " " + std::to_string(e["round"].get<int>()) + " size=" + std::to_string(e["world_size"].get<int>());
     if (name == "host_blacklisted" || name == "host_resurrected") name += " " + e["host"].get<std::string>();
     if (name == "reset") name += " " + std::to_string(e["resets"].get<int>()) + ": " + e["reason"].get<std::string>();
+    if (name == "reset_begin") name += " " + std::to_string(e["round"].get<int>()) + ": " + e["reason"].get<std::string>();
+    if (name == "world_ready") name += " " + std::to_string(e["round"].get<int>()) + " size=" + std::to_string(e["world_size"].get<int>());
     if (name == "discovery") name += " " + std::to_string(e["hosts"].size());
     out.push_back(name);
   }
@@ -457,12 +459,12 @@ TEST_CASE("events: discovery changes, rounds, a blacklist and a reset, with exit
   // b[0] was released with -1 because its host left the job: drained, not failed or stopped.
   CHECK(job.driver.ExitReasonFor({"b", 0}, ExitStatus::Signaled(15)) == "drained");
   CHECK(EventNames(events) == std::vector<std::string>{
-      "discovery 3", "round 1 size=4", "host_blacklisted b", "reset 1: worker b[1] failed",
-      "round 2 size=2"});
-  const auto& blacklisted = events.captured()[2];
+      "discovery 3", "round 1 size=4", "reset_begin 1: worker b[1] failed", "host_blacklisted b",
+      "reset 1: worker b[1] failed", "round 2 size=2"});
+  const auto& blacklisted = events.captured()[3];
   CHECK(blacklisted["reason"] == "worker b[1] failed");
   CHECK(blacklisted["cooldown_s"].is_null());  // no --blacklist-cooldown-range: for good
-  const auto& round2 = events.captured()[4]["assignment"];
+  const auto& round2 = events.captured()[5]["assignment"];
   REQUIRE(round2.size() == 2);
   CHECK(round2[1]["host"] == "c");
   CHECK(round2[1]["rank"] == 1);
@@ -483,8 +485,53 @@ TEST_CASE("events: a reset without failures names the host change, not an empty 
   job.Ready("b", 0);
   job.Ready("c", 0);
   CHECK(EventNames(events) == std::vector<std::string>{
-      "discovery 3", "round 1 size=3", "discovery 2", "reset 1: the hosts changed",
+      "discovery 3", "round 1 size=3", "discovery 2",
+      "reset_begin 1: worker a[0] left training for a reset", "reset 1: the hosts changed",
       "round 2 size=2"});
+}
+
+TEST_CASE("events: training stops at the first reset request and goes on when the world forms") {
+  // Given a running world of a and b, when c is added: the first worker asking for its new rank
+  // marks reset_begin (once), and the new round's world is ready only when its global
+  // rendezvous completes (OnWorldReady, once), not when the round is assigned.
+  etrun::events::EventLog events;
+  events.Capture();
+  Job job;
+  job.driver.set_events(&events);
+  job.Discover("a:1\nb:1\n");
+  CHECK_FALSE(job.driver.world_ready());
+  job.driver.OnWorldReady(job.now);
+  CHECK(job.driver.world_ready());
+  job.Discover("a:1\nb:1\nc:1\n");
+  job.Ready("b", 0);
+  job.Ready("a", 0);
+  CHECK(job.driver.round() == 2);
+  CHECK_FALSE(job.driver.world_ready());  // c has not met the others yet
+  job.driver.OnWorldReady(job.now);
+  job.driver.OnWorldReady(job.now);
+  CHECK(job.driver.world_ready());
+  CHECK(EventNames(events) == std::vector<std::string>{
+      "discovery 2", "round 1 size=2", "world_ready 1 size=2", "discovery 3",
+      "reset_begin 1: worker b[0] left training for a reset", "reset 1: the hosts changed",
+      "round 2 size=3", "world_ready 2 size=3"});
+}
+
+TEST_CASE("events: in restart mode a world is ready once its ranks run, and a restart begins a reset") {
+  ElasticOptions o = Job::Options();
+  o.restart_all = true;
+  etrun::events::EventLog events;
+  events.Capture();
+  Job job(o);
+  job.driver.set_events(&events);
+  job.Discover("a:1\nb:1\n");
+  CHECK(job.driver.world_ready());
+  job.Discover("a:1\n");
+  job.driver.OnWorkerExit({"a", 0}, ExitStatus::Signaled(15), job.now);
+  job.driver.OnWorkerExit({"b", 0}, ExitStatus::Signaled(15), job.now);
+  CHECK(EventNames(events) == std::vector<std::string>{
+      "discovery 2", "round 1 size=2", "world_ready 1 size=2", "discovery 1",
+      "reset_begin 1: the hosts changed", "reset 1: the hosts changed", "round 2 size=1",
+      "world_ready 2 size=1"});
 }
 
 TEST_CASE("events: a failed discovery run is reported and the hosts are kept") {

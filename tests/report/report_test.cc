@@ -11,6 +11,7 @@
 #include <sstream>
 
 using etrun::report::FormatDuration;
+using etrun::report::JobSummary;
 using etrun::report::JobTimeline;
 using etrun::report::ParseEvents;
 using etrun::report::RenderSvg;
@@ -394,6 +395,35 @@ TEST_CASE("a reset with no round after it is lost time up to the end") {
   const auto s = Summarize(MustParse(text));
   CHECK(s.reset_lost == doctest::Approx(21.0 - 20.002));
   CHECK(s.time_at_size.at(0) == doctest::Approx(0.06 + 0.998));
+}
+
+TEST_CASE("with reset_begin and world_ready, time lost runs from training stopping to the new world") {
+  // Given a job that writes when training stops (reset_begin: the first worker's reset request)
+  // and goes on (world_ready: the new world's rendezvous completed), as etrun does since issue
+  // 13: round events no longer switch the world, so 2.0 s are lost (10.0 -> 12.0), not the
+  // 0.6 ms between reset and round that old files show.
+  std::string text = Without(kElasticExample, "\"round\"");
+  text = Without(text, "\"reset\"");
+  text = Without(text, "\"job_end\"");
+  text += R"EV({"t":0.06,"event":"round","round":1,"world_size":2,"assignment":[]}
+{"t":1.5,"event":"world_ready","round":1,"world_size":2}
+{"t":10.0,"event":"reset_begin","round":1,"reason":"worker a[0] left training for a reset"}
+{"t":11.9,"event":"reset","resets":1,"reason":"the hosts changed"}
+{"t":11.9,"event":"round","round":2,"world_size":3,"assignment":[]}
+{"t":12.0,"event":"world_ready","round":2,"world_size":3}
+{"t":20.0,"event":"reset_begin","round":2,"reason":"worker b[0] failed"}
+{"t":20.002,"event":"reset","resets":2,"reason":"worker b[0] exited with code 1"}
+{"t":20.6,"event":"round","round":3,"world_size":2,"assignment":[]}
+{"t":21.5,"event":"world_ready","round":3,"world_size":2}
+{"t":40.02,"event":"job_end","exit_code":0,"cause":""}
+)EV";
+  JobTimeline tl = MustParse(text);
+  JobSummary s = Summarize(tl);
+  CHECK(s.reset_lost == doctest::Approx(2.0 + 1.5));
+  CHECK(s.time_at_size[2] == doctest::Approx((10.0 - 1.5) + (40.02 - 21.5)));
+  CHECK(s.time_at_size[3] == doctest::Approx(20.0 - 12.0));
+  CHECK(s.time_at_size[0] == doctest::Approx(1.5 + 2.0 + 1.5));  // starting, then two resets
+  CHECK(SummaryText(tl).find("resets: 2, time lost to resets: 3.50 s") != std::string::npos);
 }
 
 TEST_CASE("unknown events and unknown fields are ignored") {
