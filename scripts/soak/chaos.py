@@ -22,7 +22,8 @@ Then it checks, and prints one line per failed check and a verdict:
      and matches the rank's own copy (a killed rank's last line may be missing from its copy);
   4. no process with the job's marker is left, etrun's fds and zombie children do not pile up,
      the control registry entry is gone, this process has the fds it started with;
-  5. etrun's RSS is flat: the last third's peak is within 20% + 4 MiB of the first third's.
+  5. etrun's RSS is flat: the last third's peak is within 20% + 4 MiB of the first third's, and
+     with 5 minutes of chaos or more, its RSS at the end is within 1 MiB of its RSS at 1 minute.
 Exit code: 0 pass, 1 a check failed, 2 bad usage or setup (e.g. no etrun binary).
 The seed is printed first; --seed replays the same sequence of actions (the timing of the job,
 and so what each action hits, still varies).
@@ -646,6 +647,23 @@ def check_flat(samples, start, end, what, slack_frac, slack_abs, index):
     return [], figures
 
 
+def rss_after_minutes(samples, start, end, limit_kib=1024):
+    """etrun's RSS one minute into the chaos and at its end. With at least five minutes of chaos,
+    the end may be at most limit_kib above the one-minute figure (issue 11: a long job holds
+    memory for its live ranks only). Returns (failures, (one_min, end) or None)."""
+    if end - start < 90:
+        return [], None
+    one_min = [s[1] for s in samples if start + 55 <= s[0] <= start + 65]
+    last = [s[1] for s in samples if end - 10 <= s[0] <= end]
+    if not one_min or not last:
+        return [f"etrun's RSS: no samples at 1 min ({len(one_min)}) or at the end ({len(last)})"], None
+    figures = (max(one_min), max(last))
+    if end - start >= 300 and figures[1] - figures[0] > limit_kib:
+        return [f"etrun's RSS grew {figures[1] - figures[0]} KiB from 1 min ({figures[0]} KiB) to "
+                f"the end ({figures[1]} KiB): more than {limit_kib} KiB"], figures
+    return [], figures
+
+
 def check_zombies(samples, limit_s=3.0):
     """A child that stays a zombie for more than limit_s was not reaped."""
     first_seen, failures = {}, []
@@ -794,6 +812,8 @@ def horovod_phase(args, rng, etrun, work, env, pool, marker):
     failures += f
     f, rss = check_flat(job.samples, t_start, t_chaos_end, "etrun's RSS (KiB)", 0.2, 4096, 1)
     failures += f
+    f, rss_minutes = rss_after_minutes(job.samples, t_start, t_chaos_end)
+    failures += f
     f, fds = check_flat(job.samples, t_start, t_chaos_end, "etrun's open fds", 0.0, 16, 2)
     failures += f
     failures += check_zombies(job.samples)
@@ -805,7 +825,8 @@ def horovod_phase(args, rng, etrun, work, env, pool, marker):
         f"{lines} output lines checked; events: {kinds['round']} rounds, {kinds['reset']} resets, "
         f"{kinds['host_blacklisted']} blacklists, {kinds['host_resurrected']} resurrections, "
         f"{kinds['discovery_failed']} failed discovery runs, {kinds['rank_started']} rank "
-        f"processes ({dict(exits)}); etrun RSS peak first/last third {rss} KiB, fds {fds}")
+        f"processes ({dict(exits)}); etrun RSS peak first/last third {rss} KiB, fds {fds}"
+        + (f"; etrun RSS at 1 min / at the end {rss_minutes} KiB" if rss_minutes else ""))
     for args_, rc_, err, took in chaos.scale_results:
         if rc_ not in (0, 1) or (rc_ == 1 and "did not reach the new size" not in err):
             failures.append(f"etrun scale {' '.join(args_)}: exit {rc_}: {err}")
