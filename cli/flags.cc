@@ -401,6 +401,11 @@ void FlagTable::AddHostsAndElastic(JobConfig* c) {
   Optional<double>("--discovery-timeout", &c->discovery_timeout_s,
                    "Seconds a discovery script run may take before it is killed (default: 30).")
       ->type_name("SECONDS");
+  Optional<double>("--recovery-grace", &c->recovery_grace_s,
+                   "After a worker fails, seconds the survivors get to come back for a reset; "
+                   "those still stuck in a collective then are replaced by fresh processes, so "
+                   "the job does not wait for Gloo's timeout (default: 2; 0: wait).")
+      ->type_name("SECONDS");
 }
 
 void FlagTable::AddTunables(Tunables* t) {
@@ -624,6 +629,7 @@ bool CheckLaunchValues(const FlagTable& t, const JobConfig& c, std::string* err)
       !CheckAtLeast(t, "--discovery-interval", c.discovery_interval_s, 0.1, err) ||
       !CheckAtLeast(t, "--ssh-connect-timeout", std::optional<int>(c.ssh_connect_timeout_s), 1, err) ||
       !CheckAtLeast(t, "--discovery-timeout", c.discovery_timeout_s, 0.1, err) ||
+      !CheckAtLeast(t, "--recovery-grace", c.recovery_grace_s, 0.0, err) ||
       !CheckAtLeast(t, "--gpus-per-rank", c.gpus_per_rank, 1, err) ||
       !CheckAtLeast(t, "--ranks-per-gpu", c.ranks_per_gpu, 1, err)) {
     return false;

@@ -202,10 +202,13 @@ void ElasticDriver::Activate() {
                                     (last_failure_.empty() ? std::string() : " (" + last_failure_ + ")"));
     }
   }
+  if (round_ > 0 && !options_.restart_all) KeepStateOnRankZero(&plan);
   assignment_ = std::move(plan);
   ++round_;
   records_.clear();
   round_deadline_.reset();
+  recovery_deadline_.reset();
+  start_when_gone_.clear();
   pending_flags_ = 0;  // the new round reflects the hosts as they are now
   store_->Init(assignment_);
   phase_ = Phase::kRunning;
@@ -222,7 +225,11 @@ void ElasticDriver::Activate() {
   ReleaseWaiting();
   for (const rendezvous::SlotInfo& s : assignment_) {
     SlotKey key{s.hostname, s.local_rank};
-    if (live_.count(key)) continue;
+    if (auto it = live_.find(key); it != live_.end()) {
+      // A replaced (or drained) process still exiting: its slot starts afresh once it is gone.
+      if (it->second.draining) start_when_gone_.insert(key);
+      continue;
+    }
     live_[key] = Live{s.rank, false};
     workers_->Start(s);
   }
@@ -288,6 +295,10 @@ void ElasticDriver::Record(const SlotKey& key, enum Record record, TimePoint now
   // The first worker to leave training (for a new rank, or by failing) begins the reset.
   if (record == Record::kReady) NoteResetBegin("worker " + Describe(key) + " left training for a reset");
   if (record == Record::kFailure) NoteResetBegin("worker " + Describe(key) + " failed");
+  if (record == Record::kFailure && options_.recovery_grace.count() > 0 && !options_.restart_all &&
+      !recovery_deadline_) {
+    recovery_deadline_ = now + options_.recovery_grace;
+  }
   records_[key] = record;
   if (!round_deadline_) round_deadline_ = now + options_.elastic_timeout;
   MaybeDecide(now);
@@ -369,6 +380,12 @@ void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoin
   waiting_.erase(key);
   if (draining) {
     spdlog::debug("worker {} drained ({})", Describe(key), status.Describe());
+    if (start_when_gone_.erase(key) && phase_ == Phase::kRunning) {
+      if (std::optional<rendezvous::SlotInfo> slot = SlotOf(key)) {
+        live_[key] = Live{slot->rank, false};
+        workers_->Start(*slot);  // it joins the round its environment names
+      }
+    }
     MaybeRestart();
     return MaybeFinish();
   }
@@ -447,6 +464,7 @@ void ElasticDriver::OnTick(TimePoint now) {
         phase_ == Phase::kWaitingToStart ? "-np" : "--min-np", hosts_->AvailableSlots(),
         found.empty() ? "none" : found, phase_ == Phase::kWaitingToStart ? "-np" : "--min-np"));
   }
+  MaybeReplaceStuck(now);
   if (phase_ == Phase::kRunning && round_deadline_ && now >= *round_deadline_) {
     // Parties silent past the deadline are stuck: count them failed and stop them (spec §9.6).
     round_deadline_.reset();
@@ -466,6 +484,45 @@ void ElasticDriver::OnTick(TimePoint now) {
 }
 
 void ElasticDriver::Abort(int exit_code, const std::string& why) { Stop(exit_code, why); }
+
+void ElasticDriver::MaybeReplaceStuck(TimePoint now) {
+  if (!recovery_deadline_ || now < *recovery_deadline_ || phase_ != Phase::kRunning) return;
+  bool survivor_back = false;
+  for (const auto& [key, record] : records_) survivor_back = survivor_back || record == Record::kReady;
+  if (!survivor_back) return;  // nobody is back with the state yet: wait as without recovery
+  std::vector<SlotKey> stuck;
+  for (const rendezvous::SlotInfo& s : assignment_) {
+    SlotKey key{s.hostname, s.local_rank};
+    auto it = live_.find(key);
+    if (records_.count(key) || it == live_.end() || it->second.draining) continue;
+    stuck.push_back(key);
+  }
+  if (stuck.empty()) return;
+  for (const SlotKey& key : stuck) {
+    spdlog::warn("worker {} is still in a collective {} after {}: replacing it with a fresh "
+                 "process (--recovery-grace)", Describe(key), Seconds(options_.recovery_grace),
+                 last_failure_.empty() ? "a failure" : last_failure_);
+    records_[key] = Record::kReplaced;
+    Drain(key);
+  }
+  MaybeDecide(now);
+}
+
+void ElasticDriver::KeepStateOnRankZero(std::vector<rendezvous::SlotInfo>* plan) const {
+  auto holds_state = [this](const rendezvous::SlotInfo& s) {
+    auto it = live_.find({s.hostname, s.local_rank});
+    return it != live_.end() && !it->second.draining;
+  };
+  if (plan->empty() || holds_state(plan->front())) return;
+  for (size_t i = 1; i < plan->size(); ++i) {
+    if (!holds_state((*plan)[i])) continue;
+    spdlog::info("rank 0 goes to {}[{}], which holds the training state, instead of a new process",
+                 (*plan)[i].hostname, (*plan)[i].local_rank);
+    std::swap((*plan)[0].rank, (*plan)[i].rank);
+    std::swap((*plan)[0], (*plan)[i]);
+    return;
+  }
+}
 
 void ElasticDriver::NoteFailure(const ExitStatus& status, const std::string& what) {
   if (first_failure_.empty()) first_failure_ = what;

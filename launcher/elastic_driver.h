@@ -28,6 +28,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,6 +60,10 @@ struct ElasticOptions {
   // that alters the assignment, or on any failure, every worker is stopped and all slots start
   // afresh with the new world. Counts against reset_limit; failed hosts are not blacklisted.
   bool restart_all = false;
+  // Crash recovery (Horovod mode): once a worker failed, survivors still silent this long after
+  // (blocked in a collective with the dead peer until Gloo's timeout) are stopped and started
+  // afresh in their slots, provided a survivor came back to carry the state. 0: off, wait.
+  std::chrono::milliseconds recovery_grace{0};
 };
 
 // Starts and stops the process of a slot. Real: ElasticPolicy, through the RankLauncher.
@@ -142,7 +147,8 @@ class ElasticDriver : public rendezvous::ElasticHooks {
 
  private:
   enum class Phase { kWaitingToStart, kRunning, kRestarting, kResuming, kStopping, kDone };
-  enum class Record { kReady, kSuccess, kFailure };
+  // kReplaced: stuck in a collective after a peer's failure; stopped, started afresh.
+  enum class Record { kReady, kSuccess, kFailure, kReplaced };
   struct Live {
     int launch_rank = 0;  // the rank its output is labelled with
     bool draining = false;
@@ -169,6 +175,10 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   void BlacklistHost(const std::string& host, const std::string& reason, TimePoint now);
   void Emit(std::string_view event, nlohmann::json fields = nlohmann::json::object());
   void MaybeFinish();
+  void MaybeReplaceStuck(TimePoint now);
+  // Gives rank 0 of `plan` to a worker that holds the training state, when its slot would
+  // otherwise get a fresh process. Keeps plan[i].rank == i.
+  void KeepStateOnRankZero(std::vector<rendezvous::SlotInfo>* plan) const;
   void MarkWorldReady();
   // The first worker of a running round left training: writes `reset_begin`, once per round.
   void NoteResetBegin(const std::string& why);
@@ -192,6 +202,8 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   bool reset_begun_ = false;   // this round's first worker left training
   std::map<SlotKey, enum Record> records_;  // this round's
   std::optional<TimePoint> round_deadline_;  // set by the round's first record
+  std::optional<TimePoint> recovery_deadline_;  // a worker of this round failed: see recovery_grace
+  std::set<SlotKey> start_when_gone_;        // this round's slots whose old process is still exiting
   std::map<SlotKey, std::function<void(std::optional<rendezvous::SlotInfo>)>> waiting_;
   std::map<SlotKey, Live> live_;             // processes not yet exited
   int next_launch_rank_ = 0;

@@ -114,6 +114,7 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   options_.elastic_timeout = ElasticTimeout(config, runtime_->environment());
   options_.reset_limit = config.reset_limit;
   options_.restart_all = config.restart_mode;
+  options_.recovery_grace = config.recovery_grace();
   host_manager_ = std::make_unique<discovery::HostManager>(config.cooldown_range, [this] {
     return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
   });

@@ -20,6 +20,7 @@ namespace etrun {
 inline constexpr int kDefaultElasticTimeoutS = 600;       // --elastic-timeout
 inline constexpr double kDefaultDiscoveryIntervalS = 1.0;  // --discovery-interval
 inline constexpr double kDefaultDiscoveryTimeoutS = 30.0;  // --discovery-timeout
+inline constexpr double kDefaultRecoveryGraceS = 2.0;      // --recovery-grace
 
 // Static-mode controller (spec §1.5). kDefault behaves as Gloo: a standalone launcher cannot ask
 // whether Horovod was built with MPI.
@@ -73,6 +74,7 @@ struct JobConfig {
   std::optional<double> discovery_interval_s;  // --discovery-interval (etrun; default 1)
   std::optional<double> discovery_timeout_s;   // --discovery-timeout (etrun; default 30)
   bool restart_mode = false;                   // --elastic-mode restart (etrun): torchrun semantics
+  std::optional<double> recovery_grace_s;      // --recovery-grace (etrun; default 2, 0: off)
   std::vector<std::string> network_interfaces; // --network-interface(s), in order, no duplicates
   std::vector<std::string> rendezvous_allow;   // --rendezvous-allow CIDRs (validated), in order
   std::string output_filename;                 // --output-filename DIR
@@ -108,6 +110,9 @@ struct JobConfig {
     return Millis(discovery_timeout_s.value_or(kDefaultDiscoveryTimeoutS));
   }
   std::chrono::milliseconds grace_period() const { return Millis(grace_period_s); }
+  std::chrono::milliseconds recovery_grace() const {
+    return Millis(recovery_grace_s.value_or(kDefaultRecoveryGraceS));
+  }
 
  private:
   static std::chrono::milliseconds Millis(double seconds) {

@@ -6,6 +6,11 @@ Reports, per discovery interval: time to the first committed step; for each chan
 from editing the hosts file to the first step at the new size, and etrun's own share of it:
   notify: change seen by etrun -> rank 0 acknowledged the notification
   spawn:  every worker in (barrier complete) -> the new round's ranks started
+and the training stall of each change: from the last step of the old world to the first step of
+the new one. Then, with workers that behave as Horovod's (--startup-seconds 1.5, a Gloo ring that
+blocks a survivor until HOROVOD_GLOO_TIMEOUT_SECONDS=30 when a peer dies), the stalls of a scale-up
+and a scale-down and the time from SIGKILLing the last rank to the first step of the smaller world
+(issue 15's targets: <= 0.25 s, <= 0.15 s, <= 5 s).
 usage: elastic.py ETRUN INTERVAL...
 """
 import os
@@ -31,6 +36,12 @@ class Lines:
         for raw in stream:
             with self.lock:
                 self.lines.append((time.monotonic(), raw.decode(errors="replace").rstrip("\n")))
+
+    def last_before(self, pattern, before):
+        regex = re.compile(pattern)
+        with self.lock:
+            found = [t for t, text in self.lines if t < before and regex.search(text)]
+        return found[-1] if found else None
 
     def first(self, pattern, after=0.0, timeout=120.0):
         regex = re.compile(pattern)
@@ -73,6 +84,7 @@ def run(etrun, interval):
         time.sleep(0.5)
         changed = set_hosts(names)
         step = out.first(rf"<stdout>:step \d+ rank \d+ size {size}$", after=changed)
+        result[name + "_stall"] = step - out.last_before(r"<stdout>:step \d+ rank", step)
         seen = err.first(r"host change seen", after=changed)
         acked = err.first(r"acknowledged the host change", after=changed)
         all_in = err.first(r"workers of round \d+ are in", after=changed)
@@ -82,6 +94,67 @@ def run(etrun, interval):
         result[name + "_notify"] = acked - seen
         result[name + "_spawn"] = started - all_in
         result[name + "_workers"] = (step - changed) - (seen - changed) - (acked - seen) - (started - all_in)
+    proc.terminate()
+    proc.wait(timeout=60)
+    return result
+
+
+def standin_pid(host, marker):
+    """The pid of the stand-in started for `host` (by its environment)."""
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if marker in env and b"HOROVOD_HOSTNAME=" + host.encode() in env:
+            return int(pid)
+    return None
+
+
+def run_realistic(etrun):
+    """Stalls of a scale-up and a scale-down, and crash recovery, with workers that start in
+    1.5 s and whose ring blocks a survivor for the Gloo timeout."""
+    work = tempfile.mkdtemp()
+    hosts = os.path.join(work, "hosts")
+    host3 = socket.gethostname()
+
+    def set_hosts(names):
+        with open(hosts + ".tmp", "w") as f:
+            f.write("".join(f"{h}:1\n" for h in names))
+        os.replace(hosts + ".tmp", hosts)
+        return time.monotonic()
+
+    set_hosts(["localhost", "127.0.0.1"])
+    script = os.path.join(work, "discover.sh")
+    with open(script, "w") as f:
+        f.write(f"#!/bin/sh\ncat {hosts}\n")
+    os.chmod(script, 0o755)
+    marker = f"ETRUN_BENCH_MARKER={os.getpid()}".encode()
+    env = dict(os.environ, HOROVOD_GLOO_TIMEOUT_SECONDS="30",
+               ETRUN_BENCH_MARKER=str(os.getpid()))
+    proc = subprocess.Popen(
+        [etrun, "-np", "2", "--min-np", "1", "--discovery-interval", "0.1",
+         "--host-discovery-script", script, "/usr/bin/python3", STANDIN, "--steps", "1000000",
+         "--step-seconds", "0.05", "--timeout", "120", "--startup-seconds", "1.5", "--ring-stall"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
+    out = Lines(proc.stdout)
+    Lines(proc.stderr)
+    result = {}
+    out.first(r"<stdout>:step 0 rank")
+    for name, names, size in (("up", ["localhost", "127.0.0.1", host3], 3),
+                              ("down", ["localhost", host3], 2),
+                              ("up again", ["localhost", host3, "127.0.0.1"], 3)):
+        time.sleep(1.0)
+        changed = set_hosts(names)
+        step = out.first(rf"<stdout>:step \d+ rank \d+ size {size}$", after=changed)
+        result[name] = step - out.last_before(r"<stdout>:step \d+ rank", step)
+    time.sleep(1.0)
+    victim = standin_pid("127.0.0.1", marker)  # the last rank: rank 2
+    killed = time.monotonic()
+    os.kill(victim, 9)
+    step = out.first(r"<stdout>:step \d+ rank \d+ size 2$", after=killed, timeout=120)
+    result["crash"] = step - killed
     proc.terminate()
     proc.wait(timeout=60)
     return result
@@ -97,12 +170,20 @@ def main():
         print(f"--discovery-interval {interval:g}")
         print(f"  first step            {ms(r['first_step'])}   (horovodrun {horovodrun['first_step']} s)")
         for name in ("up", "down"):
-            print(f"  scale {name:4s} reaction    {ms(r[name])}   (horovodrun {horovodrun[name]} s): "
+            print(f"  scale {name:4s} reaction    {ms(r[name])}, training stall {ms(r[name + '_stall'])}   (horovodrun {horovodrun[name]} s): "
                   f"poll wait {ms(r[name + '_poll'])}, etrun notify {ms(r[name + '_notify'])}, "
                   f"etrun spawn {ms(r[name + '_spawn'])}, workers {ms(r[name + '_workers'])}")
         own = max(r["up_notify"], r["up_spawn"], r["down_notify"], r["down_spawn"])
         print(f"  etrun's own steps: max {ms(own)} (target <= 10 ms each): {'PASS' if own <= 0.010 else 'FAIL'}")
         ok = ok and own <= 0.010
+    r = run_realistic(etrun)
+    print("stand-ins at 1.5 s start-up, Gloo ring stall with a 30 s timeout, --discovery-interval 0.1")
+    for name, target in (("up", 0.25), ("down", 0.15)):
+        print(f"  scale-{name:4s} training stall {ms(r[name])}   (target <= {target:g} s; horovodrun "
+              f"{'1.8-2.0' if name == 'up' else '0.12-0.15'} s with real Horovod): "
+              f"{'PASS' if r[name] <= target else 'FAIL'}")
+    print(f"  SIGKILL -> first step of the smaller world {ms(r['crash'])}   (target <= 5 s; "
+          f"horovodrun 30.1 s with real Horovod): {'PASS' if r['crash'] <= 5 else 'FAIL'}")
     print("(workers are Python stand-ins of Horovod's protocol, not real Horovod: compare the ratios "
           "with horovodrun only in a run with real Horovod workers)")
     sys.exit(0 if ok else 1)

@@ -2,7 +2,7 @@
 from the spec (stdlib only; Debian's /usr/bin/python3).
 
     elastic_standin.py --steps N [--step-seconds S] [--log FILE] [--timeout T]
-                       [--record-dir DIR] [--steps-file FILE]
+                       [--record-dir DIR] [--steps-file FILE] [--startup-seconds S] [--ring-stall]
 
 What the launcher sees is what a real worker does (spec 4.4-4.6, 5, 6.11):
   * hvd.init(): the first time with the HOROVOD_* rank variables; on every reset after
@@ -52,6 +52,12 @@ Soak options (scripts/soak/chaos.py; both off by default, and then nothing above
                      rank 0 reads it (at every commit) and its `done` flag is final, so the ranks
                      never disagree about the end.
 
+Issue 15's facts (both off by default): --startup-seconds S sleeps before the first hvd.init(), as
+`import torch, horovod.torch` takes ~1.5 s; --ring-stall makes a peer's death look as in Gloo's ring
+allreduce: the dead rank's ring predecessor (it sends to the dead one) fails at once, every other
+survivor, often rank 0 itself, blocks in a receive until HOROVOD_GLOO_TIMEOUT_SECONDS (rank 0, which
+sees the death in this star-shaped mesh, tells the others which rank died).
+
 --log FILE appends every event, prefixed "<unix time> <host>:<local_rank> pid <pid>", with
 O_APPEND (all workers may share one file). Every socket operation has a timeout (--timeout,
 default 60 s), the rendezvous polls use HOROVOD_GLOO_TIMEOUT_SECONDS (default 30 s).
@@ -96,7 +102,12 @@ MAX_FRAME = 1 << 20
 # Errors and exits
 
 class HorovodInternalError(Exception):
-    """A collective failed (a peer died, closed, or timed out)."""
+    """A collective failed (a peer died, closed, or timed out). `peer`: the rank whose connection
+    failed, when known."""
+
+    def __init__(self, message, peer=None):
+        super().__init__(message)
+        self.peer = peer
 
 
 class HostsUpdatedInterrupt(Exception):
@@ -124,6 +135,7 @@ class Ctx:
     host = os.environ.get("HOROVOD_HOSTNAME", "")
     local_rank_id = os.environ.get("HOROVOD_LOCAL_RANK", "")
     ranks = {}
+    ring_stall = False
 
 
 _log_lock = threading.Lock()
@@ -446,20 +458,47 @@ class Mesh:
         try:
             self.conns[peer].sendall(data)
         except OSError as e:
-            raise HorovodInternalError(f"send to rank {peer}: {type(e).__name__}: {e}")
+            self._peer_died(peer, f"send to rank {peer}: {type(e).__name__}: {e}")
 
     def _recv(self, peer, tag, fmt):
-        n = 1 + struct.calcsize(fmt)
         try:
-            data = recv_exact(self.conns[peer], n)
+            got = recv_exact(self.conns[peer], 1)
+            if Ctx.ring_stall and got == b"X":  # rank 0 saw rank `dead` die
+                (dead,) = struct.unpack("<q", recv_exact(self.conns[peer], 8))
+                self._ring_fail(dead, f"rank {dead} died (told by rank 0)")
+            data = got + recv_exact(self.conns[peer], struct.calcsize(fmt))
         except socket.timeout:
             raise HorovodInternalError(f"rank {peer}: nothing received within {Ctx.timeout:g} s")
         except (OSError, EOFError) as e:
-            raise HorovodInternalError(f"receive from rank {peer}: {type(e).__name__}: {e}")
+            self._peer_died(peer, f"receive from rank {peer}: {type(e).__name__}: {e}")
         if data[:1] != tag:
             raise Deviation(f"mesh message {data[:1]!r} from rank {peer}, expected {tag!r} "
                             f"(the stand-ins disagree about the protocol step)")
         return struct.unpack(fmt, data[1:])
+
+    def _peer_died(self, peer, message):
+        """A connection to `peer` broke. Without --ring-stall every survivor fails at once. With
+        it, the survivors behave as in Gloo's ring (spec facts of issue 15): rank 0 tells the
+        others which rank died; the dead rank's ring predecessor (it sends to the dead one) fails
+        at once ("Connection reset by peer"), every other survivor blocks in its receive until
+        HOROVOD_GLOO_TIMEOUT_SECONDS."""
+        if not Ctx.ring_stall:
+            raise HorovodInternalError(message, peer)
+        if self.rank == 0:
+            for other in sorted(self.conns):
+                if other != peer:
+                    try:
+                        self.conns[other].sendall(b"X" + struct.pack("<q", peer))
+                    except OSError:
+                        pass
+        self._ring_fail(peer, message)
+
+    def _ring_fail(self, dead, message):
+        if self.rank != (dead - 1) % self.size:
+            log(f"ring stall: rank {dead} died; blocked in a recv for {Ctx.gloo_timeout:g} s")
+            time.sleep(Ctx.gloo_timeout)
+            message = f"Timed out waiting {Ctx.gloo_timeout * 1000:.0f}ms for recv operation to complete"
+        raise HorovodInternalError(message, dead)
 
     def broadcast(self, tag, fmt, values):
         if self.rank == 0:
@@ -745,8 +784,10 @@ def run(args):
     Ctx.host = os.environ.get("HOROVOD_HOSTNAME") or "localhost"
     if os.environ.get("HOROVOD_ELASTIC", "") in ("", "0"):
         raise Deviation("HOROVOD_ELASTIC is not set to a true value")
+    Ctx.ring_stall = args.ring_stall
     state = State(args.steps)
     holder = [None]
+    time.sleep(args.startup_seconds)
 
     def do_init(first):
         try:
@@ -794,6 +835,11 @@ def main(argv=None):
                         help="seconds for every socket operation (default 60)")
     parser.add_argument("--record-dir", help="soak evidence: tagged lines and state history")
     parser.add_argument("--steps-file", help="total steps, decided by rank 0 when the file exists")
+    parser.add_argument("--startup-seconds", type=float, default=0.0,
+                        help="sleep this long before the first hvd.init() (import torch, horovod)")
+    parser.add_argument("--ring-stall", action="store_true",
+                        help="on a peer's death, survivors other than its ring predecessor block "
+                             "until HOROVOD_GLOO_TIMEOUT_SECONDS, as in Gloo's ring")
     args = parser.parse_args(argv)
     try:
         run(args)

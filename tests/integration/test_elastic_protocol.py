@@ -17,7 +17,7 @@ HOSTNAME = os.uname().nodename
 class ElasticJob:
     """An etrun elastic job whose discovery script prints the test's hosts file."""
 
-    def __init__(self, tmp_path, marker_env, hosts, steps, extra=()):
+    def __init__(self, tmp_path, marker_env, hosts, steps, extra=(), worker_args=()):
         self.hosts_file = tmp_path / "hosts"
         self.set_hosts(hosts)
         script = tmp_path / "discover.sh"
@@ -28,7 +28,7 @@ class ElasticJob:
         self.proc = subprocess.Popen(
             [ETRUN, "-np", str(len(hosts)), "--min-np", "1", "--discovery-interval", "0.1",
              "--host-discovery-script", str(script), *extra, PYTHON, STANDIN, "--steps", str(steps),
-             "--step-seconds", "0.05", "--timeout", "120"],
+             "--step-seconds", "0.05", "--timeout", "120", *worker_args],
             stdout=open(self.out_path, "wb"), stderr=subprocess.PIPE, env=env,
             stdin=subprocess.DEVNULL)
 
@@ -156,3 +156,35 @@ def test_the_report_counts_the_time_training_stood_still_at_each_change(tmp_path
     summary = json.loads(r.stdout)
     assert summary["resets"] == 2
     assert abs(summary["reset_lost_s"] - lost) < 0.01, (summary, lost)
+
+
+def test_a_survivor_stuck_in_a_collective_is_replaced_instead_of_waiting_for_glooss_timeout(tmp_path, marker_env):
+    # Given three Horovod-protocol workers whose collectives behave as Gloo's ring (--ring-stall)
+    # with a 60 s Gloo timeout: when rank 2 is SIGKILLed, rank 1 (its ring predecessor) fails at
+    # once and comes back for a new rank, while rank 0 blocks in a receive. After --recovery-grace
+    # etrun stops rank 0 (SIGTERM, long before the 60 s) and starts a fresh process in its slot;
+    # the survivor that came back becomes rank 0, so training goes on from its last commit.
+    marker = next(iter(marker_env.values()))
+    events = tmp_path / "events.jsonl"
+    env = dict(marker_env, HOROVOD_GLOO_TIMEOUT_SECONDS="60")
+    job = ElasticJob(tmp_path, env, ["localhost", HOSTNAME, "127.0.0.1"], steps=300,
+                     extra=["--events-file", str(events), "--recovery-grace", "2",
+                            "--grace-period", "30"],
+                     worker_args=["--ring-stall"])
+    assert job.wait_for_size(3)
+    victim = standin_pid_on(marker, "127.0.0.1")
+    assert victim
+    os.kill(victim, signal.SIGKILL)
+    assert job.wait_for_size(2, timeout=40)
+    rc, err = job.finish()
+    assert rc == 0, err
+    lines = job.lines()
+    assert committed_steps(lines) == set(range(300))
+    assert f"[1]<stdout>:reset: rank 1 -> 0 size 2" in lines  # the survivor holds rank 0
+    evs = [json.loads(line) for line in events.read_text().splitlines()]
+    exits = [e for e in evs if e["event"] == "rank_exited" and e["host"] == "localhost"]
+    # The stuck rank 0 was stopped by etrun (SIGTERM), not left to time out on its own.
+    assert exits[0]["reason"] == "stopped" and exits[0]["signal"] == signal.SIGTERM, exits
+    restarted = [e for e in evs if e["event"] == "rank_started" and e["host"] == "localhost"]
+    assert len(restarted) == 2 and restarted[1]["round"] == 2
+    assert processes_with_marker(marker) == []

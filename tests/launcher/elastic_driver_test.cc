@@ -595,3 +595,73 @@ TEST_CASE("scale: removing a host drains its worker; --to caps the world size") 
   CHECK(Csv(*b) == "-1,-1,-1,-1,-1,-1");
   CHECK(job.driver.assignment().size() == 1);
 }
+
+TEST_CASE("crash recovery: a survivor stuck in a collective is replaced, and rank 0 goes to the one that came back") {
+  // Given a:2, b:1 with --recovery-grace 2 s: b[0] (rank 2) dies; a[1] (rank 1, its ring
+  // sender) comes back at once; a[0] (rank 0, its ring receiver) stays blocked in a recv.
+  ElasticOptions o = Job::Options();
+  o.np = 3;
+  o.recovery_grace = std::chrono::milliseconds(2000);
+  Job job(o);
+  job.Discover("a:2\nb:1\n");
+  REQUIRE(job.StartedNames() == std::vector<std::string>{"a:0=r0", "a:1=r1", "b:0=r2"});
+  job.Exit("b", 0, 137);
+  auto a1 = job.Ready("a", 1);
+  job.Advance(1);
+  CHECK(job.workers.stopped.empty());  // within the grace: a[0] may still come back
+  job.Advance(1);
+  // Past the grace: a[0] is stopped (not blacklisted: it did not fail), the round decided.
+  CHECK(job.workers.stopped == std::vector<SlotKey>{{"a", 0}});
+  CHECK(job.driver.ExitReasonFor({"a", 0}, ExitStatus::Signaled(15)) == "stopped");
+  CHECK(job.hosts.IsBlacklisted("b"));
+  CHECK_FALSE(job.hosts.IsBlacklisted("a"));
+  CHECK(job.driver.round() == 2);
+  // The survivor that came back holds the committed state: it is rank 0 now, though it sits in
+  // a's second slot; the fresh process for a[0] becomes rank 1.
+  CHECK(Csv(*a1) == "0,2,1,2,0,1");
+  CHECK(job.driver.assignment().front().hostname == "a");
+  CHECK(job.driver.assignment().front().local_rank == 1);
+  // a[0]'s slot starts afresh once its old process is gone, with the round's environment.
+  CHECK(job.StartedNames().size() == 3);
+  job.driver.OnWorkerExit({"a", 0}, ExitStatus::Signaled(15), job.now);
+  CHECK(job.StartedNames().back() == "a:0=r1");
+  CHECK_FALSE(job.driver.finished());
+}
+
+TEST_CASE("crash recovery waits as before when no survivor came back, and is off at 0") {
+  ElasticOptions o = Job::Options();
+  o.np = 3;
+  o.recovery_grace = std::chrono::milliseconds(2000);
+  Job job(o);
+  job.Discover("a:2\nb:1\n");
+  job.Exit("b", 0, 137);
+  job.Advance(5);
+  CHECK(job.workers.stopped.empty());  // nobody holds the state in hand: no replacement
+  job.Ready("a", 1);
+  job.Advance(1);
+  CHECK(job.workers.stopped == std::vector<SlotKey>{{"a", 0}});  // now there is one
+
+  o.recovery_grace = std::chrono::milliseconds(0);
+  Job off(o);
+  off.Discover("a:2\nb:1\n");
+  off.Exit("b", 0, 137);
+  off.Ready("a", 1);
+  off.Advance(30);
+  CHECK(off.workers.stopped.empty());
+  CHECK(off.driver.round() == 1);
+}
+
+TEST_CASE("a fresh process never gets rank 0 while a worker holding the state is in the world") {
+  // Given a:1, b:1 where a[0] is drained (removed) and comes back in the same round change: the
+  // survivor b[0] keeps rank 0; with a alone left, nothing to swap.
+  Job job;
+  job.Discover("a:1\nb:1\n");
+  job.Register("a", 0);
+  job.Discover("c:1\nb:1\n");  // a leaves, c comes: c is first in the host order
+  auto a = job.Ready("a", 0);
+  auto b = job.Ready("b", 0);
+  CHECK(Csv(*a) == "-1,-1,-1,-1,-1,-1");
+  REQUIRE(job.driver.round() == 2);
+  CHECK(Csv(*b) == "0,2,0,1,0,2");  // b, not the new c, is rank 0
+  CHECK(job.StartedNames().back() == "c:0=r1");
+}
