@@ -136,6 +136,7 @@ void ElasticDriver::ApplyHosts(std::vector<discovery::HostSlots> parsed, TimePoi
   spdlog::debug("host change seen (flags {}): {} slots available", flags, available);
   if (options_.restart_all) return BeginRestart("the hosts changed");
   pending_flags_ |= flags;
+  if (MaybeStartAhead(plan, now)) return;  // rank 0 is told once the new workers are in
   MaybeNotify();
 }
 
@@ -166,6 +167,7 @@ void ElasticDriver::MaybeRestart() {
 
 void ElasticDriver::MaybeNotify() {
   if (pending_flags_ == 0 || notify_in_flight_ || phase_ != Phase::kRunning) return;
+  if (ahead_ && !ahead_->waiting.empty()) return;  // told once the new workers are in
   // A reset already under way picks the latest hosts up when the round opens.
   if (!records_.empty() || assignment_.empty()) return;
   SlotKey coordinator{assignment_.front().hostname, assignment_.front().local_rank};
@@ -202,7 +204,12 @@ void ElasticDriver::Activate() {
                                     (last_failure_.empty() ? std::string() : " (" + last_failure_ + ")"));
     }
   }
-  if (round_ > 0 && !options_.restart_all) KeepStateOnRankZero(&plan);
+  // The round prepared ahead opens as planned; any other plan replaces the workers started
+  // ahead for it (they are drained, then started afresh with this round's environment).
+  bool adopt = ahead_ && ahead_->plan == plan;
+  if (ahead_ && !adopt) AbandonStartAhead("the next round differs from the one prepared");
+  ahead_.reset();
+  if (round_ > 0 && !options_.restart_all && !adopt) KeepStateOnRankZero(&plan);
   assignment_ = std::move(plan);
   ++round_;
   records_.clear();
@@ -210,7 +217,11 @@ void ElasticDriver::Activate() {
   recovery_deadline_.reset();
   start_when_gone_.clear();
   pending_flags_ = 0;  // the new round reflects the hosts as they are now
-  store_->Init(assignment_);
+  if (adopt) {
+    store_->Resize(assignment_);  // keeps what the workers started ahead already put
+  } else {
+    store_->Init(assignment_);
+  }
   phase_ = Phase::kRunning;
   spdlog::info("round {}: {} ranks", round_, assignment_.size());
   if (events_ != nullptr && events_->enabled()) {
@@ -231,7 +242,7 @@ void ElasticDriver::Activate() {
       continue;
     }
     live_[key] = Live{s.rank, false};
-    workers_->Start(s);
+    workers_->Start(s, round_, assignment_);
   }
   spdlog::debug("round {} started", round_);
   // A restarted world is ready once its ranks run: etrun cannot see torch's own rendezvous.
@@ -383,10 +394,19 @@ void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoin
     if (start_when_gone_.erase(key) && phase_ == Phase::kRunning) {
       if (std::optional<rendezvous::SlotInfo> slot = SlotOf(key)) {
         live_[key] = Live{slot->rank, false};
-        workers_->Start(*slot);  // it joins the round its environment names
+        workers_->Start(*slot, round_, assignment_);  // it joins the round its env names
       }
     }
     MaybeRestart();
+    return MaybeFinish();
+  }
+  if (StartedAhead(key)) {  // never part of the training world: the world goes on undisturbed
+    spdlog::warn("worker {}, started ahead of round {}, {}; dropping it", Describe(key),
+                 round_ + 1, status.Describe());
+    BlacklistHost(key.first, "worker " + Describe(key) + " " + status.Describe() +
+                                 " before joining", now);
+    AbandonStartAhead("a worker started ahead failed");
+    Replan(now);
     return MaybeFinish();
   }
   if (!status.success()) NoteFailure(status, "worker " + Describe(key) + " " + status.Describe());
@@ -465,6 +485,17 @@ void ElasticDriver::OnTick(TimePoint now) {
         found.empty() ? "none" : found, phase_ == Phase::kWaitingToStart ? "-np" : "--min-np"));
   }
   MaybeReplaceStuck(now);
+  if (ahead_ && !ahead_->waiting.empty() && now >= ahead_->deadline) {
+    for (const SlotKey& key : ahead_->waiting) {
+      spdlog::warn("worker {}, started ahead, made no rendezvous request within {} "
+                   "(--start-timeout); dropping it", Describe(key), Seconds(options_.start_timeout));
+      if (!hosts_->IsBlacklisted(key.first)) {
+        BlacklistHost(key.first, "worker " + Describe(key) + " did not start in time", now);
+      }
+    }
+    AbandonStartAhead("workers started ahead did not come in time");
+    Replan(now);
+  }
   if (phase_ == Phase::kRunning && round_deadline_ && now >= *round_deadline_) {
     // Parties silent past the deadline are stuck: count them failed and stop them (spec §9.6).
     round_deadline_.reset();
@@ -484,6 +515,80 @@ void ElasticDriver::OnTick(TimePoint now) {
 }
 
 void ElasticDriver::Abort(int exit_code, const std::string& why) { Stop(exit_code, why); }
+
+bool ElasticDriver::MaybeStartAhead(const std::vector<rendezvous::SlotInfo>& plan, TimePoint now) {
+  if (ahead_ && ahead_->plan == plan) return true;  // already under way
+  if (ahead_) AbandonStartAhead("the hosts changed again");
+  // Only a formed world that trains and only added slots: every current slot is in the plan.
+  if (options_.restart_all || phase_ != Phase::kRunning || !records_.empty() || !world_ready_ ||
+      plan.size() <= assignment_.size()) {
+    return false;
+  }
+  for (const rendezvous::SlotInfo& s : assignment_) {
+    auto it = std::find_if(plan.begin(), plan.end(), [&s](const rendezvous::SlotInfo& p) {
+      return p.hostname == s.hostname && p.local_rank == s.local_rank;
+    });
+    if (it == plan.end() || it->rank != s.rank) return false;
+  }
+  StartAhead ahead{plan, {}, now + options_.start_timeout};
+  for (const rendezvous::SlotInfo& s : plan) {
+    SlotKey key{s.hostname, s.local_rank};
+    if (SlotOf(key) || live_.count(key)) continue;
+    ahead.waiting.insert(key);
+  }
+  if (ahead.waiting.empty()) return false;
+  spdlog::info("starting {} worker(s) ahead of round {} while the world of {} trains",
+               ahead.waiting.size(), round_ + 1, assignment_.size());
+  ahead_ = std::move(ahead);
+  for (const rendezvous::SlotInfo& s : ahead_->plan) {
+    SlotKey key{s.hostname, s.local_rank};
+    if (!ahead_->waiting.count(key)) continue;
+    live_[key] = Live{s.rank, false};
+    workers_->Start(s, round_ + 1, ahead_->plan);
+  }
+  return true;
+}
+
+void ElasticDriver::OnWorkerArrived(int rank, TimePoint now) {
+  now_ = now;
+  if (!ahead_ || rank < 0 || rank >= static_cast<int>(ahead_->plan.size())) return;
+  const rendezvous::SlotInfo& s = ahead_->plan[rank];
+  if (ahead_->waiting.erase({s.hostname, s.local_rank}) == 0) return;
+  spdlog::debug("worker {}[{}] started ahead is in ({} to go)", s.hostname, s.local_rank,
+                ahead_->waiting.size());
+  if (ahead_->waiting.empty()) MaybeNotify();
+}
+
+bool ElasticDriver::StartedAhead(const SlotKey& key) const {
+  if (!ahead_) return false;
+  for (const rendezvous::SlotInfo& s : ahead_->plan) {
+    if (s.hostname == key.first && s.local_rank == key.second) return !SlotOf(key);
+  }
+  return false;
+}
+
+void ElasticDriver::AbandonStartAhead(const std::string& why) {
+  if (!ahead_) return;
+  spdlog::info("dropping the workers started ahead of round {}: {}", round_ + 1, why);
+  std::vector<rendezvous::SlotInfo> plan = std::move(ahead_->plan);
+  ahead_.reset();
+  for (const rendezvous::SlotInfo& s : plan) {
+    SlotKey key{s.hostname, s.local_rank};
+    if (!SlotOf(key)) Drain(key);
+  }
+}
+
+void ElasticDriver::Replan(TimePoint now) {
+  if (phase_ != Phase::kRunning) return;
+  std::vector<rendezvous::SlotInfo> plan;
+  std::string err;
+  if (hosts_->AvailableSlots() < options_.min_np || !ComputeAssignment(&plan, &err)) plan.clear();
+  if (plan == assignment_) {
+    pending_flags_ = 0;  // nothing of the change is left: the world was never told
+    return;
+  }
+  if (!MaybeStartAhead(plan, now)) MaybeNotify();
+}
 
 void ElasticDriver::MaybeReplaceStuck(TimePoint now) {
   if (!recovery_deadline_ || now < *recovery_deadline_ || phase_ != Phase::kRunning) return;

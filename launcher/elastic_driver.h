@@ -64,14 +64,22 @@ struct ElasticOptions {
   // (blocked in a collective with the dead peer until Gloo's timeout) are stopped and started
   // afresh in their slots, provided a survivor came back to carry the state. 0: off, wait.
   std::chrono::milliseconds recovery_grace{0};
+  // Scale-up without a stall (Horovod mode): workers of added hosts start ahead of their round
+  // while the current world trains; rank 0 is told once each has made its first rendezvous
+  // request. One that fails or is not in within this time is dropped (its host blacklisted)
+  // without disturbing the running world.
+  std::chrono::milliseconds start_timeout{std::chrono::seconds(30)};
 };
 
 // Starts and stops the process of a slot. Real: ElasticPolicy, through the RankLauncher.
 class WorkerControl {
  public:
   virtual ~WorkerControl() = default;
-  // Starts a process for `slot` (its env carries the slot's rank variables of this round).
-  virtual void Start(const rendezvous::SlotInfo& slot) = 0;
+  // Starts a process for `slot` of round `round`, whose whole assignment is `world` (its env
+  // carries the slot's rank variables of that round). `round` is the next one for a worker
+  // started ahead of its round while the current world still trains.
+  virtual void Start(const rendezvous::SlotInfo& slot, int round,
+                     const std::vector<rendezvous::SlotInfo>& world) = 0;
   // SIGTERM now, SIGKILL after the grace period. The exit still arrives through OnWorkerExit.
   virtual void Stop(const SlotKey& slot) = 0;
 };
@@ -112,6 +120,9 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   // Every worker of the current round has passed its global rendezvous (the store's `global`
   // scope completed): the new world trains. Restart mode marks this itself once ranks run.
   void OnWorldReady(TimePoint now);
+  // The worker of global rank `rank` of the round being prepared made its first rendezvous
+  // request (PUT /global/rank_<rank>): it is in, waiting for the others.
+  void OnWorkerArrived(int rank, TimePoint now);
   void RecordReady(const std::string& host, int local_rank,
                    std::function<void(std::optional<rendezvous::SlotInfo>)> reply) override;
   void RegisterWorker(rendezvous::WorkerRegistration registration,
@@ -176,6 +187,14 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   void Emit(std::string_view event, nlohmann::json fields = nlohmann::json::object());
   void MaybeFinish();
   void MaybeReplaceStuck(TimePoint now);
+  // Starts the workers of `plan`'s new slots ahead of their round when the change only adds
+  // slots to a formed, training world. Returns false when it does not apply (then notify now).
+  bool MaybeStartAhead(const std::vector<rendezvous::SlotInfo>& plan, TimePoint now);
+  // Stops the workers started ahead (they are restarted with the round that comes instead).
+  void AbandonStartAhead(const std::string& why);
+  // After a worker started ahead failed or timed out: prepares what is left of the change.
+  void Replan(TimePoint now);
+  bool StartedAhead(const SlotKey& key) const;
   // Gives rank 0 of `plan` to a worker that holds the training state, when its slot would
   // otherwise get a fresh process. Keeps plan[i].rank == i.
   void KeepStateOnRankZero(std::vector<rendezvous::SlotInfo>* plan) const;
@@ -204,6 +223,12 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   std::optional<TimePoint> round_deadline_;  // set by the round's first record
   std::optional<TimePoint> recovery_deadline_;  // a worker of this round failed: see recovery_grace
   std::set<SlotKey> start_when_gone_;        // this round's slots whose old process is still exiting
+  struct StartAhead {
+    std::vector<rendezvous::SlotInfo> plan;  // the next round's assignment
+    std::set<SlotKey> waiting;               // started ahead, first rendezvous request not seen
+    TimePoint deadline;
+  };
+  std::optional<StartAhead> ahead_;
   std::map<SlotKey, std::function<void(std::optional<rendezvous::SlotInfo>)>> waiting_;
   std::map<SlotKey, Live> live_;             // processes not yet exited
   int next_launch_rank_ = 0;

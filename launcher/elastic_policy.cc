@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <charconv>
+
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
@@ -115,6 +117,7 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   options_.reset_limit = config.reset_limit;
   options_.restart_all = config.restart_mode;
   options_.recovery_grace = config.recovery_grace();
+  if (config.start_timeout_s) options_.start_timeout = std::chrono::seconds(*config.start_timeout_s);
   host_manager_ = std::make_unique<discovery::HostManager>(config.cooldown_range, [this] {
     return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
   });
@@ -127,6 +130,13 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   handler_ = std::make_unique<rendezvous::RendezvousHandler>(&store_, driver_.get());
   store_.set_on_scope_done([this](std::string_view scope) {
     if (scope == "global") driver_->OnWorldReady(runtime_->Now());
+  });
+  // A worker's first rendezvous request: PUT /global/rank_<r> (spec §4.6).
+  store_.set_on_put([this](std::string_view scope, std::string_view key) {
+    int rank = -1;
+    if (scope != "global" || !key.starts_with("rank_")) return;
+    auto [end, ec] = std::from_chars(key.data() + 5, key.data() + key.size(), rank);
+    if (ec == std::errc() && end == key.data() + key.size()) driver_->OnWorkerArrived(rank, runtime_->Now());
   });
   poll_timer_ = std::make_unique<asio::steady_timer>(runtime_->io());
   tick_timer_ = std::make_unique<asio::steady_timer>(runtime_->io());
@@ -199,9 +209,21 @@ void ElasticPolicy::OnStopSignal(int sig) {
   driver_->Abort(128 + sig, "received " + SignalName(sig));
 }
 
-void ElasticPolicy::Start(const rendezvous::SlotInfo& slot) {
+// The index of `host` among the hosts of `world`, in order of first appearance.
+static int GroupRank(const std::string& host, const std::vector<rendezvous::SlotInfo>& world) {
+  std::vector<std::string> seen;
+  for (const rendezvous::SlotInfo& s : world) {
+    if (std::find(seen.begin(), seen.end(), s.hostname) == seen.end()) seen.push_back(s.hostname);
+    if (s.hostname == host) break;
+  }
+  return static_cast<int>(seen.size()) - 1;
+}
+
+void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
+                          const std::vector<rendezvous::SlotInfo>& world) {
   SlotKey key{slot.hostname, slot.local_rank};
-  RankRequest request{slot, GroupRank(slot.hostname), run_, driver_->round(), RestartEnv()};
+  RankRequest request{slot, GroupRank(slot.hostname, world), run_, round,
+                      ExtraEnv(round > driver_->round())};
   if (options_.restart_all) {
     // Every restart is a new torch.distributed world: a fresh store port for rank 0.
     if (driver_->round() != port_round_) {
@@ -233,20 +255,25 @@ void ElasticPolicy::FailStart(const SlotKey& key, const std::string& err) {
   });
 }
 
-std::vector<std::string> ElasticPolicy::RestartEnv() const {
-  if (!options_.restart_all) return {};
-  return {"TORCHELASTIC_RESTART_COUNT=" + std::to_string(driver_->resets()),
-          "TORCHELASTIC_MAX_RESTARTS=" + std::to_string(runtime_->config().reset_limit.value_or(-1))};
-}
-
-// The index of `host` among the hosts of the current assignment, in order of first appearance.
-int ElasticPolicy::GroupRank(const std::string& host) const {
-  std::vector<std::string> seen;
-  for (const rendezvous::SlotInfo& s : driver_->assignment()) {
-    if (std::find(seen.begin(), seen.end(), s.hostname) == seen.end()) seen.push_back(s.hostname);
-    if (s.hostname == host) break;
+// Restart mode: torchrun's restart count. A worker started ahead of its round waits in its
+// first rendezvous until the training world's next commit: its Gloo deadline
+// (HOROVOD_GLOO_TIMEOUT_SECONDS, default 30 s) is raised to --elastic-timeout for it.
+std::vector<std::string> ElasticPolicy::ExtraEnv(bool ahead) const {
+  std::vector<std::string> env;
+  if (options_.restart_all) {
+    env = {"TORCHELASTIC_RESTART_COUNT=" + std::to_string(driver_->resets()),
+           "TORCHELASTIC_MAX_RESTARTS=" + std::to_string(runtime_->config().reset_limit.value_or(-1))};
   }
-  return static_cast<int>(seen.size()) - 1;
+  if (ahead) {
+    long gloo = 30;
+    if (std::string v = EnvValue(runtime_->environment(), "HOROVOD_GLOO_TIMEOUT_SECONDS"); !v.empty()) {
+      gloo = strtol(v.c_str(), nullptr, 10);
+    }
+    if (runtime_->config().tunables.gloo_timeout_seconds) gloo = *runtime_->config().tunables.gloo_timeout_seconds;
+    long wait = std::chrono::duration_cast<std::chrono::seconds>(options_.elastic_timeout).count();
+    if (wait > gloo) env.push_back("HOROVOD_GLOO_TIMEOUT_SECONDS=" + std::to_string(wait));
+  }
+  return env;
 }
 
 void ElasticPolicy::Stop(const SlotKey& key) {

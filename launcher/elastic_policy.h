@@ -49,7 +49,8 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
  private:
   // WorkerControl: a slot's process gets its round's environment; Stop sends SIGTERM to its
   // process group and SIGKILL after the grace period.
-  void Start(const rendezvous::SlotInfo& slot) override;
+  void Start(const rendezvous::SlotInfo& slot, int round,
+             const std::vector<rendezvous::SlotInfo>& world) override;
   void Stop(const SlotKey& slot) override;
   // CoordinatorNotifier, over rendezvous::Notifier.
   void Register(const rendezvous::WorkerRegistration& registration,
@@ -62,8 +63,7 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   void AfterPoll(const discovery::ScriptResult& result);
   void Tick();
   void FailStart(const SlotKey& key, const std::string& err);
-  std::vector<std::string> RestartEnv() const;
-  int GroupRank(const std::string& host) const;
+  std::vector<std::string> ExtraEnv(bool ahead) const;
   void ApplyOverrides(const std::string& body, ControlRespond respond);
 
   ElasticOptions options_;

@@ -4,6 +4,10 @@ namespace etrun::rendezvous {
 
 void KvStore::Init(const std::vector<SlotInfo>& plan) {
   values_.clear();
+  Resize(plan);
+}
+
+void KvStore::Resize(const std::vector<SlotInfo>& plan) {
   finished_.clear();
   scope_size_.clear();
   for (const SlotInfo& slot : plan) {
@@ -30,6 +34,7 @@ void KvStore::Put(std::string_view scope, std::string_view key, std::string valu
   } else {
     k->second = std::move(value);
   }
+  if (on_put_) on_put_(scope, key);
 }
 
 void KvStore::Delete(std::string_view scope, std::string_view key) {

@@ -25,6 +25,10 @@ class KvStore {
   // Drops every key of every scope and sizes the planned scopes from `plan`.
   void Init(const std::vector<SlotInfo>& plan);
 
+  // Sizes the planned scopes from `plan` and forgets who finished, keeping every value: for a
+  // round whose workers started ahead and already put their keys.
+  void Resize(const std::vector<SlotInfo>& plan);
+
   // The value, or nullopt when the scope or key is missing (a worker then sees 404 at once).
   std::optional<std::string_view> Get(std::string_view scope, std::string_view key) const;
 
@@ -39,6 +43,10 @@ class KvStore {
   void set_on_scope_done(std::function<void(std::string_view scope)> callback) {
     on_scope_done_ = std::move(callback);
   }
+  // Called after every Put, with its scope and key.
+  void set_on_put(std::function<void(std::string_view scope, std::string_view key)> callback) {
+    on_put_ = std::move(callback);
+  }
 
   // Introspection for tests and benchmarks.
   size_t scope_count() const { return values_.size(); }
@@ -49,6 +57,7 @@ class KvStore {
   std::map<std::string, int, std::less<>> scope_size_;
   std::map<std::string, std::set<std::string, std::less<>>, std::less<>> finished_;
   std::function<void(std::string_view)> on_scope_done_;
+  std::function<void(std::string_view, std::string_view)> on_put_;
 };
 
 }  // namespace etrun::rendezvous

@@ -4,7 +4,8 @@ file this harness edits. Every line etrun and the workers print is timestamped o
 
 Reports, per discovery interval: time to the first committed step; for each change, the time
 from editing the hosts file to the first step at the new size, and etrun's own share of it:
-  notify: change seen by etrun -> rank 0 acknowledged the notification
+  notify: change seen by etrun (or, for workers started ahead, the last of them in) -> rank 0
+          acknowledged the notification
   spawn:  every worker in (barrier complete) -> the new round's ranks started
 and the training stall of each change: from the last step of the old world to the first step of
 the new one. Then, with workers that behave as Horovod's (--startup-seconds 1.5, a Gloo ring that
@@ -87,6 +88,10 @@ def run(etrun, interval):
         result[name + "_stall"] = step - out.last_before(r"<stdout>:step \d+ rank", step)
         seen = err.first(r"host change seen", after=changed)
         acked = err.first(r"acknowledged the host change", after=changed)
+        # Workers started ahead: rank 0 is told once the last of them is in, not at once.
+        in_ahead = err.last_before(r"started ahead is in \(0 to go\)", acked)
+        if in_ahead is not None and in_ahead >= seen:
+            seen = in_ahead
         all_in = err.first(r"workers of round \d+ are in", after=changed)
         started = err.first(r"round \d+ started", after=all_in)
         result[name] = step - changed

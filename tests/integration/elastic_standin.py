@@ -788,6 +788,7 @@ def run(args):
     state = State(args.steps)
     holder = [None]
     time.sleep(args.startup_seconds)
+    log(f"first init as rank {os.environ.get('HOROVOD_RANK')} size {os.environ.get('HOROVOD_SIZE')}")
 
     def do_init(first):
         try:

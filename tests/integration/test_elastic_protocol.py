@@ -17,7 +17,8 @@ HOSTNAME = os.uname().nodename
 class ElasticJob:
     """An etrun elastic job whose discovery script prints the test's hosts file."""
 
-    def __init__(self, tmp_path, marker_env, hosts, steps, extra=(), worker_args=()):
+    def __init__(self, tmp_path, marker_env, hosts, steps, extra=(), worker_args=(),
+                 program=(PYTHON, STANDIN)):
         self.hosts_file = tmp_path / "hosts"
         self.set_hosts(hosts)
         script = tmp_path / "discover.sh"
@@ -27,7 +28,7 @@ class ElasticJob:
         self.out_path = tmp_path / "out.txt"
         self.proc = subprocess.Popen(
             [ETRUN, "-np", str(len(hosts)), "--min-np", "1", "--discovery-interval", "0.1",
-             "--host-discovery-script", str(script), *extra, PYTHON, STANDIN, "--steps", str(steps),
+             "--host-discovery-script", str(script), *extra, *program, "--steps", str(steps),
              "--step-seconds", "0.05", "--timeout", "120", *worker_args],
             stdout=open(self.out_path, "wb"), stderr=subprocess.PIPE, env=env,
             stdin=subprocess.DEVNULL)
@@ -150,7 +151,7 @@ def test_the_report_counts_the_time_training_stood_still_at_each_change(tmp_path
     assert [size for _, size in readies] == [2, 3, 2]
     assert len(begins) == 2
     lost = sum(min(t for t, _ in readies if t > b) - b for b in begins)
-    assert lost > 0.05
+    assert lost > 0  # a few ms with workers started ahead; never the 0.00 s of old reports
     r = subprocess.run([ETRUN, "report", str(events), "--json"], capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
@@ -188,3 +189,52 @@ def test_a_survivor_stuck_in_a_collective_is_replaced_instead_of_waiting_for_glo
     restarted = [e for e in evs if e["event"] == "rank_started" and e["host"] == "localhost"]
     assert len(restarted) == 2 and restarted[1]["round"] == 2
     assert processes_with_marker(marker) == []
+
+
+def test_a_scale_up_starts_the_new_worker_ahead_and_notifies_rank_0_once(tmp_path, marker_env):
+    # Given a training world of 2 whose workers take 1 s to start (--startup-seconds), adding a
+    # host starts its worker at once, with the next round's ranks, and rank 0 gets exactly one
+    # notification, sent once the new worker is in: the world resets once, straight to 3.
+    log = tmp_path / "workers.log"
+    job = ElasticJob(tmp_path, marker_env, ["localhost", "127.0.0.1"], steps=200,
+                     worker_args=["--startup-seconds", "1", "--log", str(log)])
+    assert job.wait_for_size(2)
+    job.set_hosts(["localhost", "127.0.0.1", HOSTNAME])
+    assert job.wait_for_size(3)
+    rc, err = job.finish()
+    assert rc == 0, err
+    lines = job.lines()
+    assert sizes_in_order(lines) == [2, 3]
+    assert committed_steps(lines) == set(range(200))
+    entries = log.read_text().splitlines()
+    notified = [l for l in entries if " notified " in l]
+    assert len(notified) == 1, notified
+    # The new worker began its first hvd.init() (env of round 2: rank 2 of 3) before any old
+    # worker left training for the reset (before issue 15 it started only after they all had).
+    began = [float(l.split()[0]) for l in entries if f" {HOSTNAME}:0 " in l and "first init as rank 2 size 3" in l]
+    resets = [float(l.split()[0]) for l in entries if " rank_and_size " in l]
+    assert len(began) == 1 and resets and began[0] < min(resets), (began, resets)
+
+
+def test_a_new_worker_that_fails_at_start_up_never_disturbs_the_running_world(tmp_path, marker_env):
+    # Given a world of 2 training, a host is added whose worker exits 3 at start-up: etrun
+    # blacklists the host and the running world never hears of it: no reset, every step once.
+    wrapper = tmp_path / "worker.sh"
+    wrapper.write_text(f'#!/bin/sh\n[ "$HOROVOD_HOSTNAME" = "{HOSTNAME}" ] && exit 3\n'
+                       f'exec {PYTHON} {STANDIN} "$@"\n')
+    wrapper.chmod(0o755)
+    events = tmp_path / "events.jsonl"
+    job = ElasticJob(tmp_path, marker_env, ["localhost", "127.0.0.1"], steps=200,
+                     extra=["--events-file", str(events)], program=[str(wrapper)])
+    assert job.wait_for_size(2)
+    job.set_hosts(["localhost", "127.0.0.1", HOSTNAME])
+    assert wait_until(lambda: '"host_blacklisted"' in events.read_text(), timeout=30)
+    rc, err = job.finish()
+    assert rc == 0, err
+    lines = job.lines()
+    assert sizes_in_order(lines) == [2]
+    assert committed_steps(lines) == set(range(200))
+    assert not any("reset: rank" in l for l in lines)
+    evs = [json.loads(l) for l in events.read_text().splitlines()]
+    assert [e["host"] for e in evs if e["event"] == "host_blacklisted"] == [HOSTNAME]
+    assert not [e for e in evs if e["event"] in ("reset_begin", "reset")]

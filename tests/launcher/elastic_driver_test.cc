@@ -24,7 +24,11 @@ namespace {
 
 class FakeWorkers : public WorkerControl {
  public:
-  void Start(const SlotInfo& slot) override { started.push_back(slot); }
+  void Start(const SlotInfo& slot, int round, const std::vector<SlotInfo>&) override {
+    started.push_back(slot);
+    rounds.push_back(round);
+  }
+  std::vector<int> rounds;  // the round each start was for
   void Stop(const SlotKey& slot) override { stopped.push_back(slot); }
   std::vector<SlotInfo> started;
   std::vector<SlotKey> stopped;
@@ -664,4 +668,100 @@ TEST_CASE("a fresh process never gets rank 0 while a worker holding the state is
   REQUIRE(job.driver.round() == 2);
   CHECK(Csv(*b) == "0,2,0,1,0,2");  // b, not the new c, is rank 0
   CHECK(job.StartedNames().back() == "c:0=r1");
+}
+
+// Makes `job` a training world of a:1 and b:1: formed, its rank 0 registered.
+void StartTraining(Job* job) {
+  job->Discover("a:1\nb:1\n");
+  job->driver.OnWorldReady(job->now);
+  job->Register("a", 0);
+}
+
+TEST_CASE("scale-up: new workers start ahead with the next round's ranks, rank 0 is told once they are in") {
+  // Given a training world of a and b, when c is added: c starts at once as rank 2 of round 2
+  // while a and b train; the notification waits for c's first rendezvous request; the round
+  // then opens exactly as planned, without starting c again or wiping what it put.
+  Job job;
+  StartTraining(&job);
+  job.Discover("a:1\nb:1\nc:1\n");
+  REQUIRE(job.StartedNames() == std::vector<std::string>{"a:0=r0", "b:0=r1", "c:0=r2"});
+  CHECK(job.workers.rounds.back() == 2);
+  CHECK(job.driver.round() == 1);
+  CHECK(job.notifier.notified.empty());
+  job.store.Put("global", "rank_2", "c's host");  // what c's first request does
+  job.driver.OnWorkerArrived(2, job.now);
+  REQUIRE(job.notifier.notified.size() == 1);  // one notification for the change
+  auto a = job.Ready("a", 0);
+  auto b = job.Ready("b", 0);
+  CHECK(job.driver.round() == 2);
+  CHECK(Csv(*a) == "0,3,0,1,0,3");
+  CHECK(Csv(*b) == "1,3,0,1,1,3");
+  CHECK(job.StartedNames().size() == 3);
+  CHECK(job.store.Get("global", "rank_2") == "c's host");
+  CHECK(job.store.planned_size("global") == 3);
+  CHECK(job.notifier.notified.size() == 1);
+}
+
+TEST_CASE("a worker started ahead that fails is dropped without disturbing the world") {
+  Job job;
+  StartTraining(&job);
+  job.Discover("a:1\nb:1\nc:1\n");
+  job.Exit("c", 0, 1);
+  CHECK(job.hosts.IsBlacklisted("c"));
+  CHECK(job.notifier.notified.empty());  // a and b were never told
+  CHECK(job.driver.round() == 1);
+  CHECK(job.driver.state() == "running");
+  CHECK_FALSE(job.driver.finished());
+  job.Advance(60);
+  CHECK(job.notifier.notified.empty());
+}
+
+TEST_CASE("a worker started ahead that never makes a request within --start-timeout is dropped") {
+  ElasticOptions o = Job::Options();
+  o.start_timeout = std::chrono::milliseconds(30000);
+  Job job(o);
+  StartTraining(&job);
+  job.Discover("a:1\nb:1\nc:1\n");
+  job.Advance(29);
+  CHECK(job.workers.stopped.empty());
+  job.Advance(1);
+  CHECK(job.workers.stopped == std::vector<SlotKey>{{"c", 0}});
+  CHECK(job.hosts.IsBlacklisted("c"));
+  CHECK(job.notifier.notified.empty());
+  job.driver.OnWorkerExit({"c", 0}, ExitStatus::Signaled(15), job.now);
+  CHECK(job.driver.round() == 1);
+  CHECK_FALSE(job.driver.finished());
+}
+
+TEST_CASE("another change while workers start ahead re-plans; one notification in all") {
+  Job job;
+  StartTraining(&job);
+  job.Discover("a:1\nb:1\nc:1\n");
+  job.Discover("a:1\nb:1\nc:1\nd:1\n");  // c was started for a world of 3: replaced
+  CHECK(job.workers.stopped == std::vector<SlotKey>{{"c", 0}});
+  CHECK(job.StartedNames().back() == "d:0=r3");
+  job.driver.OnWorkerExit({"c", 0}, ExitStatus::Signaled(15), job.now);
+  CHECK(job.notifier.notified.empty());
+  job.driver.OnWorkerArrived(3, job.now);
+  CHECK(job.notifier.notified.size() == 1);
+  job.Ready("a", 0);
+  job.Ready("b", 0);
+  CHECK(job.driver.round() == 2);
+  CHECK(job.StartedNames().back() == "c:0=r2");  // c starts with the round it belongs to
+  CHECK(job.notifier.notified.size() == 1);
+}
+
+TEST_CASE("without a formed world, or when hosts leave, the change is notified at once as before") {
+  Job forming;
+  forming.Discover("a:1\nb:1\n");
+  forming.Register("a", 0);
+  forming.Discover("a:1\nb:1\nc:1\n");  // round 1 never formed: no start ahead
+  CHECK(forming.notifier.notified.size() == 1);
+  CHECK(forming.StartedNames().size() == 2);
+
+  Job mixed;
+  StartTraining(&mixed);
+  mixed.Discover("a:1\nc:1\n");  // b leaves, c comes
+  CHECK(mixed.notifier.notified.size() == 1);
+  CHECK(mixed.StartedNames().size() == 2);
 }
