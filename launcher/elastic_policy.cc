@@ -224,6 +224,25 @@ void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
   SlotKey key{slot.hostname, slot.local_rank};
   RankRequest request{slot, GroupRank(slot.hostname, world), run_, round,
                       ExtraEnv(round > driver_->round())};
+  if (!run_.gpus.enabled()) {
+    // Ranks permuted on this host (rank 0 kept with the state): the GPU a script pins by
+    // hvd.local_rank() must be this slot's own.
+    int horovod_local = 0;
+    for (const rendezvous::SlotInfo& s : world) {
+      if (s.hostname == slot.hostname && s.rank < slot.rank) ++horovod_local;
+    }
+    std::vector<std::string> devices;  // this machine's, as its ranks see them
+    if (runtime_->hosts().Lookup(slot.hostname).local) {
+      std::string inherited = EnvValue(runtime_->environment(), "CUDA_VISIBLE_DEVICES");
+      for (size_t pos = 0; !inherited.empty() && pos <= inherited.size();) {
+        size_t comma = std::min(inherited.find(',', pos), inherited.size());
+        devices.push_back(inherited.substr(pos, comma - pos));
+        pos = comma + 1;
+      }
+    }
+    std::string permuted = PermutedDevices(devices, slot.local_rank, horovod_local, slot.local_size);
+    if (!permuted.empty()) request.extra_env.push_back("CUDA_VISIBLE_DEVICES=" + permuted);
+  }
   if (options_.restart_all) {
     // Every restart is a new torch.distributed world: a fresh store port for rank 0.
     if (driver_->round() != port_round_) {

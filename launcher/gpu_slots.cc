@@ -1,5 +1,6 @@
 #include "launcher/gpu_slots.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -137,6 +138,18 @@ GpuSlots RemoteGpuSlots(const GpuSlots& gpus) {
   remote.counted = false;
   remote.source.clear();
   return remote;
+}
+
+std::string PermutedDevices(const std::vector<std::string>& devices, int local_rank,
+                            int horovod_local_rank, int local_size) {
+  if (local_rank == horovod_local_rank || local_rank < 0 || horovod_local_rank < 0) return "";
+  std::vector<std::string> list = devices;
+  int n = std::max({local_size, local_rank + 1, horovod_local_rank + 1});
+  for (int i = static_cast<int>(list.size()); i < n; ++i) list.push_back(std::to_string(i));
+  std::swap(list[local_rank], list[horovod_local_rank]);
+  std::string out;
+  for (const std::string& d : list) out += (out.empty() ? "" : ",") + d;
+  return out;
 }
 
 }  // namespace etrun::launcher

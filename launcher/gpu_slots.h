@@ -58,6 +58,16 @@ bool LocalGpuSlots(const JobConfig& config, const std::vector<std::string>& envi
 // `gpus` for a host that is not this machine: same flags, GPUs not counted (plain indices).
 GpuSlots RemoteGpuSlots(const GpuSlots& gpus);
 
+// CUDA_VISIBLE_DEVICES for a process started in slot `local_rank` of a host when Horovod will
+// report it as `horovod_local_rank` (Horovod numbers a host's processes by global rank, and etrun
+// may permute global ranks so that rank 0 holds the training state). Scripts pin the GPU at
+// index hvd.local_rank(); the slot's own GPU is the one at `local_rank` of `devices` (the host's
+// GPUs: the launcher's CUDA_VISIBLE_DEVICES entries, or empty for indices). Returns the list with
+// those two positions swapped, or "" when they are equal (nothing to set). `local_size`: slots
+// of the host. Pure.
+std::string PermutedDevices(const std::vector<std::string>& devices, int local_rank,
+                            int horovod_local_rank, int local_size);
+
 }  // namespace etrun::launcher
 
 #endif  // ETRUN_LAUNCHER_GPU_SLOTS_H_

@@ -213,3 +213,13 @@ TEST_CASE("a slot's environment carries its CUDA_VISIBLE_DEVICES only with GPU s
   run.gpus = Shared(2, 4);
   CHECK(cuda() == "0");
 }
+
+TEST_CASE("a process Horovod numbers differently from its slot gets its slot's GPU at that index") {
+  using etrun::launcher::PermutedDevices;
+  // Slot 0 of a 2-slot host, reported as local rank 1 (rank 0 went to the survivor in slot 1):
+  // index 1 must be GPU 0, the slot's own, and index 0 the survivor's GPU 1.
+  CHECK(PermutedDevices({}, 0, 1, 2) == "1,0");
+  CHECK(PermutedDevices({"4", "5", "6"}, 0, 2, 3) == "6,5,4");  // the launcher's own list
+  CHECK(PermutedDevices({"GPU-a", "GPU-b"}, 1, 0, 2) == "GPU-b,GPU-a");
+  CHECK(PermutedDevices({}, 1, 1, 2).empty());  // numbered as its slot: nothing to set
+}
