@@ -267,156 +267,257 @@ bool IsBlank(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
-void AddHost(JobTimeline* timeline, std::set<std::string>* seen, const std::string& host) {
-  if (seen->insert(host).second) timeline->hosts.push_back(host);
-}
+// Turns events (sorted by t, clamped to [0, end]) into the timeline's model, one event at a time.
+class TimelineBuilder {
+ public:
+  TimelineBuilder(const std::vector<Event>& events, JobTimeline* tl) : tl_(tl) {
+    // Writers since issue 13 mark when training stops (reset_begin) and goes on (world_ready):
+    // a world trains from its world_ready, not from its round's assignment.
+    world_ready_events_ = std::any_of(events.begin(), events.end(), [](const Event& e) {
+      return e.type == EventType::kWorldReady;
+    });
+    // World size: static jobs have one world from the start; elastic ones start without one.
+    current_.start = 0;
+    if (tl->elastic) {
+      current_.state = SizeSegment::State::kStarting;
+    } else {
+      std::set<int> labels;
+      for (const Event& e : events) {
+        if (e.type == EventType::kRankStarted) labels.insert(e.rank);
+      }
+      current_.size = tl->np > 0 ? tl->np : static_cast<int>(labels.size());
+    }
+  }
 
-// Turns events (sorted by t, clamped to [0, end]) into the timeline's model.
-void Build(const std::vector<Event>& events, JobTimeline* tl) {
-  std::set<std::string> seen;
-  std::map<std::pair<std::string, int>, size_t> open_by_pid;  // (host, pid) -> runs index
-  std::map<std::string, double> present_since;                // hosts in the current host list
-  std::map<std::string, size_t> open_blacklist;               // host -> blacklists index
+  void Add(const Event& e) {
+    switch (e.type) {
+      case EventType::kJobStart:
+        if (!e.hosts.empty()) SetHostList(e.t, e.hosts);
+        break;
+      case EventType::kDiscovery:
+        SetHostList(e.t, e.hosts);
+        break;
+      case EventType::kHostBlacklisted:
+        Blacklisted(e);
+        break;
+      case EventType::kHostResurrected:
+        Resurrected(e);
+        break;
+      case EventType::kRound:
+      case EventType::kWorldReady:
+        for (const std::string& host : e.hosts) AddHost(host);
+        if (world_ready_events_ == (e.type == EventType::kWorldReady)) NewWorld(e);
+        break;
+      case EventType::kReset:
+        tl_->resets.push_back({e.t, e.count, e.reason});
+        BeginReset(e.t);
+        break;
+      case EventType::kResetBegin:
+        BeginReset(e.t);
+        break;
+      case EventType::kRankStarted:
+        RankStarted(e);
+        break;
+      case EventType::kRankExited:
+        RankExited(e);
+        break;
+      case EventType::kJobEnd:
+        break;
+    }
+  }
 
-  auto set_host_list = [&](double t, const std::vector<std::string>& hosts) {
+  void Finish() {
+    SwitchTo(tl_->end, SizeSegment{});
+    for (const auto& [host, since] : present_since_) tl_->presence[host].push_back({since, tl_->end});
+    for (const auto& [host, index] : open_blacklist_) {
+      HostBlacklisting& b = tl_->blacklists[index];
+      b.end = b.cooldown_s ? std::min(tl_->end, b.t + *b.cooldown_s) : tl_->end;
+    }
+  }
+
+ private:
+  void AddHost(const std::string& host) {
+    if (seen_.insert(host).second) tl_->hosts.push_back(host);
+  }
+
+  void SetHostList(double t, const std::vector<std::string>& hosts) {
     const std::set<std::string> next(hosts.begin(), hosts.end());
-    for (auto it = present_since.begin(); it != present_since.end();) {
+    for (auto it = present_since_.begin(); it != present_since_.end();) {
       if (next.count(it->first) == 0) {
-        tl->presence[it->first].push_back({it->second, t});
-        it = present_since.erase(it);
+        tl_->presence[it->first].push_back({it->second, t});
+        it = present_since_.erase(it);
       } else {
         ++it;
       }
     }
     for (const std::string& host : hosts) {
-      AddHost(tl, &seen, host);
-      present_since.emplace(host, t);
+      AddHost(host);
+      present_since_.emplace(host, t);
     }
-  };
-
-  // World size: static jobs have one world from the start; elastic ones start without one.
-  SizeSegment current;
-  current.start = 0;
-  if (tl->elastic) {
-    current.state = SizeSegment::State::kStarting;
-  } else {
-    std::set<int> labels;
-    for (const Event& e : events) {
-      if (e.type == EventType::kRankStarted) labels.insert(e.rank);
-    }
-    current.size = tl->np > 0 ? tl->np : static_cast<int>(labels.size());
   }
-  auto switch_to = [&](double t, SizeSegment next) {
-    current.end = t;
-    if (current.end > current.start) tl->sizes.push_back(current);
+
+  void Blacklisted(const Event& e) {
+    AddHost(e.host);
+    if (auto it = open_blacklist_.find(e.host); it != open_blacklist_.end()) {
+      tl_->blacklists[it->second].end = e.t;  // blacklisted again: the first one ends here
+    }
+    open_blacklist_[e.host] = tl_->blacklists.size();
+    tl_->blacklists.push_back({e.t, e.host, e.reason, e.cooldown_s, tl_->end});
+  }
+
+  void Resurrected(const Event& e) {
+    AddHost(e.host);
+    if (auto it = open_blacklist_.find(e.host); it != open_blacklist_.end()) {
+      tl_->blacklists[it->second].end = e.t;
+      open_blacklist_.erase(it);
+    }
+  }
+
+  void SwitchTo(double t, SizeSegment next) {
+    current_.end = t;
+    if (current_.end > current_.start) tl_->sizes.push_back(current_);
     next.start = t;
-    current = next;
-  };
-  auto begin_reset = [&](double t) {
-    if (current.state == SizeSegment::State::kResetting) return;
+    current_ = next;
+  }
+
+  void NewWorld(const Event& e) {
+    SizeSegment next;
+    next.size = e.world_size;
+    next.round = e.round;
+    SwitchTo(e.t, next);
+  }
+
+  void BeginReset(double t) {
+    if (current_.state == SizeSegment::State::kResetting) return;
     SizeSegment next;
     next.state = SizeSegment::State::kResetting;
-    switch_to(t, next);
-  };
-  // Writers since issue 13 mark when training stops (reset_begin) and goes on (world_ready):
-  // a world trains from its world_ready, not from its round's assignment.
-  const bool world_ready_events = std::any_of(events.begin(), events.end(), [](const Event& e) {
-    return e.type == EventType::kWorldReady;
-  });
+    SwitchTo(t, next);
+  }
 
-  for (const Event& e : events) {
-    switch (e.type) {
-      case EventType::kJobStart:
-        if (!e.hosts.empty()) set_host_list(e.t, e.hosts);
-        break;
-      case EventType::kDiscovery:
-        set_host_list(e.t, e.hosts);
-        break;
-      case EventType::kHostBlacklisted: {
-        AddHost(tl, &seen, e.host);
-        if (auto it = open_blacklist.find(e.host); it != open_blacklist.end()) {
-          tl->blacklists[it->second].end = e.t;  // blacklisted again: the first one ends here
+  void RankStarted(const Event& e) {
+    AddHost(e.host);
+    RankRun run;
+    run.rank = e.rank;
+    run.host = e.host;
+    run.local_rank = e.local_rank;
+    run.round = e.round;
+    run.start = e.t;
+    run.end = tl_->end;
+    open_by_pid_[{e.host, e.pid}] = tl_->runs.size();
+    tl_->runs.push_back(run);
+  }
+
+  void RankExited(const Event& e) {
+    AddHost(e.host);
+    // Match by (host, pid); a writer without pids still matches the latest open run of the same
+    // label on the same host.
+    std::optional<size_t> index;
+    if (auto it = open_by_pid_.find({e.host, e.pid}); it != open_by_pid_.end()) {
+      index = it->second;
+      open_by_pid_.erase(it);
+    } else {
+      for (size_t i = tl_->runs.size(); i-- > 0;) {
+        const RankRun& r = tl_->runs[i];
+        if (!r.exited && r.host == e.host && r.rank == e.rank) {
+          index = i;
+          break;
         }
-        open_blacklist[e.host] = tl->blacklists.size();
-        tl->blacklists.push_back({e.t, e.host, e.reason, e.cooldown_s, tl->end});
-        break;
       }
-      case EventType::kHostResurrected:
-        AddHost(tl, &seen, e.host);
-        if (auto it = open_blacklist.find(e.host); it != open_blacklist.end()) {
-          tl->blacklists[it->second].end = e.t;
-          open_blacklist.erase(it);
-        }
-        break;
-      case EventType::kRound:
-      case EventType::kWorldReady: {
-        for (const std::string& host : e.hosts) AddHost(tl, &seen, host);
-        if (world_ready_events != (e.type == EventType::kWorldReady)) break;
-        SizeSegment next;
-        next.size = e.world_size;
-        next.round = e.round;
-        switch_to(e.t, next);
-        break;
-      }
-      case EventType::kReset:
-        tl->resets.push_back({e.t, e.count, e.reason});
-        begin_reset(e.t);
-        break;
-      case EventType::kResetBegin:
-        begin_reset(e.t);
-        break;
-      case EventType::kRankStarted: {
-        AddHost(tl, &seen, e.host);
-        RankRun run;
-        run.rank = e.rank;
-        run.host = e.host;
-        run.local_rank = e.local_rank;
-        run.round = e.round;
-        run.start = e.t;
-        run.end = tl->end;
-        open_by_pid[{e.host, e.pid}] = tl->runs.size();
-        tl->runs.push_back(run);
-        break;
-      }
-      case EventType::kRankExited: {
-        AddHost(tl, &seen, e.host);
-        // Match by (host, pid); a writer without pids still matches the latest open run of the
-        // same label on the same host.
-        std::optional<size_t> index;
-        if (auto it = open_by_pid.find({e.host, e.pid}); it != open_by_pid.end()) {
-          index = it->second;
-          open_by_pid.erase(it);
-        } else {
-          for (size_t i = tl->runs.size(); i-- > 0;) {
-            const RankRun& r = tl->runs[i];
-            if (!r.exited && r.host == e.host && r.rank == e.rank) {
-              index = i;
-              break;
-            }
-          }
-        }
-        if (index) {
-          RankRun& run = tl->runs[*index];
-          run.end = e.t;
-          run.exited = true;
-          run.reason = e.reason;
-          run.code = e.code;
-          run.signal = e.signal;
-        }
-        if (e.reason == events::kFailed) {
-          tl->failures.push_back({e.t, e.rank, e.host, e.local_rank, e.code, e.signal});
-        }
-        break;
-      }
-      case EventType::kJobEnd:
-        break;
+    }
+    if (index) {
+      RankRun& run = tl_->runs[*index];
+      run.end = e.t;
+      run.exited = true;
+      run.reason = e.reason;
+      run.code = e.code;
+      run.signal = e.signal;
+    }
+    if (e.reason == events::kFailed) {
+      tl_->failures.push_back({e.t, e.rank, e.host, e.local_rank, e.code, e.signal});
     }
   }
-  switch_to(tl->end, SizeSegment{});
-  for (const auto& [host, since] : present_since) tl->presence[host].push_back({since, tl->end});
-  for (const auto& [host, index] : open_blacklist) {
-    HostBlacklisting& b = tl->blacklists[index];
-    b.end = b.cooldown_s ? std::min(tl->end, b.t + *b.cooldown_s) : tl->end;
+
+  JobTimeline* tl_;
+  bool world_ready_events_ = false;
+  SizeSegment current_;
+  std::set<std::string> seen_;
+  std::map<std::pair<std::string, int>, size_t> open_by_pid_;  // (host, pid) -> runs index
+  std::map<std::string, double> present_since_;                // hosts in the current host list
+  std::map<std::string, size_t> open_blacklist_;               // host -> blacklists index
+};
+
+void Build(const std::vector<Event>& events, JobTimeline* tl) {
+  TimelineBuilder builder(events, tl);
+  for (const Event& e : events) builder.Add(e);
+  builder.Finish();
+}
+
+}  // namespace
+
+namespace {
+
+// Reads one line of an events file: false with *err on a malformed line; *known is false for a
+// blank line or an unknown event (whose "t", if any, still moves *last_t).
+bool ReadLine(std::string_view line, const std::string& where, Event* event, bool* known,
+              double* last_t, std::string* err) {
+  *known = false;
+  if (IsBlank(line)) return true;
+  json object;
+  try {
+    object = json::parse(line);
+  } catch (const json::parse_error& e) {
+    *err = fmt::format("{}: not valid JSON: {}", where, ParseErrorText(e.what()));
+    return false;
+  }
+  if (!object.is_object()) {
+    *err = fmt::format("{}: expected a JSON object, got {}", where, JsonTypeName(object));
+    return false;
+  }
+  const json::const_iterator type_it = object.find(field::kEvent);
+  if (type_it == object.end() || !type_it->is_string()) {
+    *err = fmt::format("{}: no \"event\" string", where);
+    return false;
+  }
+  const std::string type_name = type_it->get<std::string>();
+  EventType type;
+  if (!TypeFromName(type_name, &type)) {
+    // Unknown events only move the end of the picture (a later writer's "checkpoint" still
+    // happened while the job ran).
+    if (const json::const_iterator t = object.find(field::kT); t != object.end() && t->is_number()) {
+      *last_t = std::max(*last_t, t->get<double>());
+    }
+    return true;
+  }
+  std::string field_err;
+  if (!DecodeEvent(object, type, type_name, event, &field_err)) {
+    *err = fmt::format("{}: {}", where, field_err);
+    return false;
+  }
+  if (!std::isfinite(event->t)) event->t = 0;  // 1e999 parses as infinity
+  event->t = std::max(0.0, event->t);
+  *last_t = std::max(*last_t, event->t);
+  *known = true;
+  return true;
+}
+
+// The job's own facts from job_start and job_end (the first of each); job_end's t ends it.
+void ReadJob(const std::vector<Event>& events, JobTimeline* tl) {
+  for (const Event& e : events) {
+    if (e.type == EventType::kJobStart && !tl->has_job_start) {
+      tl->has_job_start = true;
+      tl->job = e.job;
+      tl->command = e.command;
+      tl->start_ts = e.ts;
+      tl->np = e.np;
+      tl->min_np = e.min_np;
+      tl->max_np = e.max_np;
+      tl->elastic = e.elastic;
+    } else if (e.type == EventType::kJobEnd && !tl->has_job_end) {
+      tl->has_job_end = true;
+      tl->exit_code = e.exit_code;
+      tl->cause = e.cause;
+      tl->end = e.t;
+    }
   }
 }
 
@@ -435,77 +536,28 @@ bool ParseEvents(std::string_view text, const std::string& name, JobTimeline* ti
     const std::string_view line = text.substr(pos, terminated ? newline - pos : text.npos);
     pos = terminated ? newline + 1 : text.size();
     ++line_number;
-    if (IsBlank(line)) continue;
-
     const std::string where = fmt::format("{} line {}", name, line_number);
-    json object;
-    try {
-      object = json::parse(line);
-    } catch (const json::parse_error& e) {
-      if (!terminated) {  // a write cut short: the job is still writing or was killed mid-line
-        timeline->warnings.push_back(
-            fmt::format("{}: skipped an incomplete last line (no newline, not valid JSON)", where));
-        break;
-      }
-      *err = fmt::format("{}: not valid JSON: {}", where, ParseErrorText(e.what()));
-      return false;
-    }
-    if (!object.is_object()) {
-      *err = fmt::format("{}: expected a JSON object, got {}", where, JsonTypeName(object));
-      return false;
-    }
-    const json::const_iterator type_it = object.find(field::kEvent);
-    if (type_it == object.end() || !type_it->is_string()) {
-      *err = fmt::format("{}: no \"event\" string", where);
-      return false;
-    }
-    const std::string type_name = type_it->get<std::string>();
-    EventType type;
-    if (!TypeFromName(type_name, &type)) {
-      // Unknown events only move the end of the picture (a later writer's "checkpoint" still
-      // happened while the job ran).
-      if (const json::const_iterator t = object.find(field::kT); t != object.end() && t->is_number()) {
-        last_t = std::max(last_t, t->get<double>());
-      }
-      continue;
-    }
     Event event;
-    std::string field_err;
-    if (!DecodeEvent(object, type, type_name, &event, &field_err)) {
-      *err = fmt::format("{}: {}", where, field_err);
-      return false;
+    bool known = false;
+    if (!ReadLine(line, where, &event, &known, &last_t, err)) {
+      if (terminated || err->find(": not valid JSON: ") == std::string::npos) return false;
+      // A write cut short: the job is still writing or was killed mid-line.
+      err->clear();
+      timeline->warnings.push_back(
+          fmt::format("{}: skipped an incomplete last line (no newline, not valid JSON)", where));
+      break;
     }
-    if (!std::isfinite(event.t)) event.t = 0;  // 1e999 parses as infinity
-    event.t = std::max(0.0, event.t);
-    last_t = std::max(last_t, event.t);
-    has_round = has_round || type == EventType::kRound;
+    if (!known) continue;
+    has_round = has_round || event.type == EventType::kRound;
     events.push_back(std::move(event));
   }
-
   std::stable_sort(events.begin(), events.end(),
                    [](const Event& a, const Event& b) { return a.t < b.t; });
-  JobTimeline& tl = *timeline;
-  tl.end = last_t;
-  for (const Event& e : events) {
-    if (e.type == EventType::kJobStart && !tl.has_job_start) {
-      tl.has_job_start = true;
-      tl.job = e.job;
-      tl.command = e.command;
-      tl.start_ts = e.ts;
-      tl.np = e.np;
-      tl.min_np = e.min_np;
-      tl.max_np = e.max_np;
-      tl.elastic = e.elastic;
-    } else if (e.type == EventType::kJobEnd && !tl.has_job_end) {
-      tl.has_job_end = true;
-      tl.exit_code = e.exit_code;
-      tl.cause = e.cause;
-      tl.end = e.t;
-    }
-  }
-  tl.elastic = tl.elastic || has_round;
-  for (Event& e : events) e.t = std::min(e.t, tl.end);  // nothing after job_end
-  Build(events, &tl);
+  timeline->end = last_t;
+  ReadJob(events, timeline);
+  timeline->elastic = timeline->elastic || has_round;
+  for (Event& e : events) e.t = std::min(e.t, timeline->end);  // nothing after job_end
+  Build(events, timeline);
   return true;
 }
 
