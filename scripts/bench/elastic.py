@@ -56,10 +56,11 @@ class Lines:
         raise TimeoutError(f"no line matching {pattern!r}")
 
 
-def run(etrun, interval):
+def discovery(first_hosts):
+    """A discovery script printing a hosts file, and a function that rewrites the file at once
+    (returning when it did); the file starts with `first_hosts`."""
     work = tempfile.mkdtemp()
     hosts = os.path.join(work, "hosts")
-    host3 = socket.gethostname()
 
     def set_hosts(names):
         with open(hosts + ".tmp", "w") as f:
@@ -67,11 +68,17 @@ def run(etrun, interval):
         os.replace(hosts + ".tmp", hosts)
         return time.monotonic()
 
-    set_hosts(["localhost", "127.0.0.1"])
+    set_hosts(first_hosts)
     script = os.path.join(work, "discover.sh")
     with open(script, "w") as f:
         f.write(f"#!/bin/sh\ncat {hosts}\n")
     os.chmod(script, 0o755)
+    return set_hosts, script
+
+
+def run(etrun, interval):
+    host3 = socket.gethostname()
+    set_hosts, script = discovery(["localhost", "127.0.0.1"])
     start = time.monotonic()
     proc = subprocess.Popen(
         [etrun, "--verbose", "-np", "2", "--min-np", "1", "--discovery-interval", str(interval),
@@ -120,21 +127,8 @@ def standin_pid(host, marker):
 def run_realistic(etrun):
     """Stalls of a scale-up and a scale-down, and crash recovery, with workers that start in
     1.5 s and whose ring blocks a survivor for the Gloo timeout."""
-    work = tempfile.mkdtemp()
-    hosts = os.path.join(work, "hosts")
     host3 = socket.gethostname()
-
-    def set_hosts(names):
-        with open(hosts + ".tmp", "w") as f:
-            f.write("".join(f"{h}:1\n" for h in names))
-        os.replace(hosts + ".tmp", hosts)
-        return time.monotonic()
-
-    set_hosts(["localhost", "127.0.0.1"])
-    script = os.path.join(work, "discover.sh")
-    with open(script, "w") as f:
-        f.write(f"#!/bin/sh\ncat {hosts}\n")
-    os.chmod(script, 0o755)
+    set_hosts, script = discovery(["localhost", "127.0.0.1"])
     marker = f"ETRUN_BENCH_MARKER={os.getpid()}".encode()
     env = dict(os.environ, HOROVOD_GLOO_TIMEOUT_SECONDS="30",
                ETRUN_BENCH_MARKER=str(os.getpid()))
