@@ -7,7 +7,7 @@ ETRUN_PACKAGES=(
   libssh2-1-dev libssl-dev libopenmpi-dev openmpi-bin
   libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev
   python3 python3-pytest python3-torch python3-mpi4py strace
-  hyperfine wrk time procps openssh-server openssh-client shellcheck
+  hyperfine wrk time procps openssh-server openssh-client shellcheck help2man
 )
 
 ensure_packages() {
