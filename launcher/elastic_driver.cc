@@ -574,7 +574,12 @@ void ElasticDriver::AbandonStartAhead(const std::string& why) {
   ahead_.reset();
   for (const rendezvous::SlotInfo& s : plan) {
     SlotKey key{s.hostname, s.local_rank};
-    if (!SlotOf(key)) Drain(key);
+    if (SlotOf(key)) continue;
+    Drain(key);
+    // What it put in its first rendezvous names its own mesh sockets: a later round must not
+    // read them (spec §4.6 steps 1 and 3; it blocks in step 4 until then).
+    store_->Erase("global", "rank_" + std::to_string(s.rank));
+    store_->Erase("global", std::to_string(s.rank));
   }
 }
 

@@ -37,6 +37,13 @@ void KvStore::Put(std::string_view scope, std::string_view key, std::string valu
   if (on_put_) on_put_(scope, key);
 }
 
+void KvStore::Erase(std::string_view scope, std::string_view key) {
+  auto s = values_.find(scope);
+  if (s == values_.end()) return;
+  if (auto k = s->second.find(key); k != s->second.end()) s->second.erase(k);
+  if (s->second.empty()) values_.erase(s);
+}
+
 void KvStore::Delete(std::string_view scope, std::string_view key) {
   auto size = scope_size_.find(scope);
   if (size != scope_size_.end()) {

@@ -38,6 +38,9 @@ class KvStore {
   // "Key finished with scope" (see above).
   void Delete(std::string_view scope, std::string_view key);
 
+  // Removes a key outright (a process that put it was replaced before its round opened).
+  void Erase(std::string_view scope, std::string_view key);
+
   // Called when every member of a planned scope has sent DELETE (its rendezvous is complete),
   // with the scope's name: "global" completing means the round's whole world met.
   void set_on_scope_done(std::function<void(std::string_view scope)> callback) {

@@ -765,3 +765,29 @@ TEST_CASE("without a formed world, or when hosts leave, the change is notified a
   CHECK(mixed.notifier.notified.size() == 1);
   CHECK(mixed.StartedNames().size() == 2);
 }
+
+TEST_CASE("workers started ahead for a plan that changed leave none of their keys to the next round") {
+  // Found by scripts/soak.sh: c and d arrived (rank 2 and 3 of a world of 4) and rank 0 was
+  // told; then e was added, c and d were replaced, and the round opened with their old mesh
+  // addresses still in the store: every rank failed to connect.
+  Job job;
+  StartTraining(&job);
+  job.Discover("a:1\nb:1\nc:1\nd:1\n");
+  for (int rank : {2, 3}) {
+    job.store.Put("global", "rank_" + std::to_string(rank), "old host");
+    job.store.Put("global", std::to_string(rank), "old mesh addresses");
+    job.driver.OnWorkerArrived(rank, job.now);
+  }
+  REQUIRE(job.notifier.notified.size() == 1);
+  job.Discover("a:1\nb:1\nc:1\nd:1\ne:1\n");
+  CHECK_FALSE(job.store.Get("global", "2").has_value());
+  CHECK_FALSE(job.store.Get("global", "rank_3").has_value());
+  job.driver.OnWorkerExit({"c", 0}, ExitStatus::Signaled(15), job.now);
+  job.driver.OnWorkerExit({"d", 0}, ExitStatus::Signaled(15), job.now);
+  job.Ready("a", 0);
+  job.Ready("b", 0);
+  REQUIRE(job.driver.round() == 2);
+  CHECK(job.driver.assignment().size() == 5);
+  CHECK_FALSE(job.store.Get("global", "2").has_value());  // c and d start afresh for round 2
+  CHECK(job.StartedNames().size() == 7);
+}
