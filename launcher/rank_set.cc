@@ -26,7 +26,10 @@ struct RankSet::Stream {
         formatter(r, is_stderr, o.timestamps, o.timestamp_format),
         console(is_stderr ? o.console_err : o.console_out),
         file(is_stderr ? o.file_err : o.file_out) {
-    if (o.mpi_tags) assembler = std::make_unique<MpiLineAssembler>(o.timestamps);
+    if (o.mpi_tags) {
+      assembler = std::make_unique<MpiLineAssembler>(o.timestamps);
+      if (o.mpi_line_observer) assembler->set_on_line(o.mpi_line_observer);
+    }
   }
   Rank* owner = nullptr;
   asio::posix::stream_descriptor pipe;

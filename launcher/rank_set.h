@@ -39,6 +39,8 @@ struct RankOutput {
   // mpirun's --tag-output stream: its ranks' fragments are put together into whole tagged
   // lines (launcher/mpi/mpi_output.h) instead of being prefixed with `[rank]`.
   bool mpi_tags = false;
+  // With mpi_tags: sees every whole tagged line (for --output-filename's per-rank files).
+  std::function<void(const std::string& tag, std::string_view line)> mpi_line_observer;
 };
 
 class RankSet {

@@ -92,21 +92,28 @@ void MpiLineAssembler::Consume(std::string_view content, std::string* out) {
   if (line.text.empty()) line.head = current_head_;
   line.text.append(content);
   char last = content.back();
-  if (last == '\n' || last == '\r') return Complete(&line, out, false);
+  if (last == '\n' || last == '\r') return Complete(current_, &line, out, false);
   while (line.text.size() >= max_line_) {  // a runaway line: bounded pieces
-    out->append(line.head);
-    out->append(line.text, 0, max_line_);
-    if (!line.head.empty()) out->push_back('\n');
+    Out(current_, out, line.head, std::string_view(line.text).substr(0, max_line_),
+        !line.head.empty());
     line.text.erase(0, max_line_);
   }
 }
 
-void MpiLineAssembler::Complete(Pending* line, std::string* out, bool add_newline) {
-  out->append(line->head);
-  out->append(line->text);
-  if (add_newline) out->push_back('\n');
+void MpiLineAssembler::Complete(const std::string& tag, Pending* line, std::string* out,
+                                bool add_newline) {
+  Out(tag, out, line->head, line->text, add_newline);
   line->text.clear();
   line->head.clear();
+}
+
+void MpiLineAssembler::Out(const std::string& tag, std::string* out, std::string_view head,
+                           std::string_view text, bool add_newline) {
+  size_t start = out->size();
+  out->append(head);
+  out->append(text);
+  if (add_newline) out->push_back('\n');
+  if (on_line_ && !tag.empty()) on_line_(tag, std::string_view(*out).substr(start));
 }
 
 void MpiLineAssembler::Finish(const Emit& emit) {
@@ -116,7 +123,7 @@ void MpiLineAssembler::Finish(const Emit& emit) {
     in_.clear();
   }
   for (auto& [tag, line] : lines_) {
-    if (!line.text.empty()) Complete(&line, &out, !tag.empty());
+    if (!line.text.empty()) Complete(tag, &line, &out, !tag.empty());
   }
   lines_.clear();
   if (!out.empty()) emit(out);

@@ -20,6 +20,9 @@ namespace etrun::launcher {
 class MpiLineAssembler {
  public:
   using Emit = std::function<void(std::string_view text)>;
+  // Sees every whole tagged line as it is emitted: its tag ("[1,3]<stdout>:", without the
+  // timestamp) and the line as emitted (timestamp, tag, text, terminator).
+  using LineObserver = std::function<void(const std::string& tag, std::string_view line)>;
 
   // `timestamps`: mpirun runs with --timestamp-output, so each tag is preceded by an asctime
   // timestamp ("Mon Nov 23 23:01:52 2026"). `max_line`: a longer pending line is emitted in
@@ -33,6 +36,8 @@ class MpiLineAssembler {
   // End of stream: emits what is pending.
   void Finish(const Emit& emit);
 
+  void set_on_line(LineObserver observer) { on_line_ = std::move(observer); }
+
  private:
   struct Pending {
     std::string head;  // timestamp + tag of the line's first fragment
@@ -43,7 +48,9 @@ class MpiLineAssembler {
   // -1 when in_ ends before it can tell.
   int TagAt(size_t pos) const;
   void Consume(std::string_view content, std::string* out);
-  void Complete(Pending* line, std::string* out, bool add_newline);
+  void Complete(const std::string& tag, Pending* line, std::string* out, bool add_newline);
+  void Out(const std::string& tag, std::string* out, std::string_view head, std::string_view text,
+           bool add_newline);
 
   bool timestamps_;
   size_t max_line_;
@@ -51,6 +58,7 @@ class MpiLineAssembler {
   std::string current_;                  // the tag the next content belongs to; "" untagged
   std::string current_head_;             // current_ with the timestamp it came with
   std::map<std::string, Pending> lines_;  // by tag; "" is mpirun's own text
+  LineObserver on_line_;
 };
 
 }  // namespace etrun::launcher

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <filesystem>
 
 #include <spdlog/spdlog.h>
 
@@ -159,7 +161,52 @@ bool MpiPolicy::Prepare(JobResult* result) {
   }
   env_ = std::move(job.env);
   np_ = config.num_proc.value_or(1);
+  // etrun writes --output-filename's files itself, whole lines (see mpi_policy.h).
+  auto out = std::find(argv_.begin(), argv_.end(), "--output-filename");
+  if (out != argv_.end() && out + 1 != argv_.end()) {
+    output_dir_ = *(out + 1);
+    argv_.erase(out, out + 2);
+  }
   return true;
+}
+
+bool MpiPolicy::OpenRankFiles(const std::string& dir, std::string* err) {
+  int width = static_cast<int>(std::to_string(np_).size());
+  for (int r = 0; r < np_; ++r) {
+    std::string rank = std::to_string(r);
+    std::string rank_dir = dir + "/1/rank." + std::string(width - rank.size(), '0') + rank;
+    std::error_code ec;
+    std::filesystem::create_directories(rank_dir, ec);
+    int fds[2] = {-1, -1};
+    for (int i = 0; i < 2 && !ec; ++i) {
+      std::string path = rank_dir + (i == 0 ? "/stdout" : "/stderr");
+      fds[i] = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fds[i] < 0) ec = std::error_code(errno, std::generic_category());
+    }
+    if (ec) {
+      for (int fd : fds) {
+        if (fd >= 0) close(fd);
+      }
+      *err = "cannot write " + rank_dir + ": " + ec.message() +
+             ": choose a writable --output-filename directory";
+      return false;
+    }
+    rank_files_.emplace_back(runtime_->sink().AddDestination(fds[0], true, rank_dir + "/stdout"),
+                             runtime_->sink().AddDestination(fds[1], true, rank_dir + "/stderr"));
+  }
+  return true;
+}
+
+// A whole line of rank R: "[1,R]<stdout>:" or "<stderr>:" decides the file.
+void MpiPolicy::OnLine(const std::string& tag, std::string_view line) {
+  size_t comma = tag.find(',');
+  size_t close = tag.find(']');
+  if (comma == std::string::npos || close == std::string::npos || close < comma) return;
+  int rank = -1;
+  std::from_chars(tag.data() + comma + 1, tag.data() + close, rank);
+  if (rank < 0 || rank >= static_cast<int>(rank_files_.size())) return;
+  bool is_stderr = tag.compare(close + 1, 8, "<stderr>") == 0;
+  runtime_->sink().Append(is_stderr ? rank_files_[rank].second : rank_files_[rank].first, line);
 }
 
 void MpiPolicy::Begin(int rendezvous_port) {
@@ -170,6 +217,15 @@ void MpiPolicy::Begin(int rendezvous_port) {
   output.mpi_tags = true;
   output.timestamps = runtime_->config().prefix_timestamp;  // mpirun's --timestamp-output
   std::string err;
+  if (!output_dir_.empty()) {
+    if (!OpenRankFiles(output_dir_, &err)) {
+      start_error_ = {kExitFailure, err};
+      return;
+    }
+    output.mpi_line_observer = [this](const std::string& tag, std::string_view line) {
+      OnLine(tag, line);
+    };
+  }
   int id = -1;
   if (!runtime_->ranks().Start(0, "localhost", spec, output, &err, &id)) {
     start_error_ = {kExitFailure, err};

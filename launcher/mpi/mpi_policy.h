@@ -55,6 +55,10 @@ class MpiPolicy : public JobPolicy {
   JobResult Result() const override;
 
  private:
+  // Opens DIR/1/rank.<r>/{stdout,stderr} for every rank. Returns false and sets *err.
+  bool OpenRankFiles(const std::string& dir, std::string* err);
+  void OnLine(const std::string& tag, std::string_view line);
+
   MpiInstall mpi_;
   std::vector<std::string> argv_;
   std::vector<std::string> env_;
@@ -63,6 +67,8 @@ class MpiPolicy : public JobPolicy {
   int stop_signal_ = 0;
   ExitStatus status_;
   JobResult start_error_;  // code 0: none
+  std::string output_dir_;               // --output-filename, written by etrun
+  std::vector<std::pair<int, int>> rank_files_;  // by rank: sink destinations (stdout, stderr)
 };
 
 }  // namespace etrun::launcher

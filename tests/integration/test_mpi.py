@@ -234,3 +234,17 @@ def test_lines_written_in_pieces_come_out_whole_per_rank_and_stream():
     for k in range(ranks):  # each rank's lines in its own order
         mine = [line for line in out.splitlines() if line.startswith(f"[1,{k}]<stdout>:MPI")]
         assert mine == [f"[1,{k}]<stdout>:MPI {k} {i}" for i in range(n)]
+
+
+def test_output_filename_files_hold_whole_lines_too(tmp_path):
+    # mpirun's own --output-filename files hold the fragments it reads; etrun writes them from the
+    # whole lines, in mpirun's layout (DIR/1/rank.<r>/{stdout,stderr}).
+    out_dir = tmp_path / "logs"
+    r = run_etrun(["--mpi", "-np", "2", "--output-filename", str(out_dir), PYTHON, MPI_WORKER,
+                   "pieces", "100"], timeout=120)
+    assert r.returncode == 0, r.stderr
+    for k in range(2):
+        out = (out_dir / "1" / f"rank.{k}" / "stdout").read_text().splitlines()
+        assert out == [f"[1,{k}]<stdout>:MPI {k} {i}" for i in range(100)] + [f"[1,{k}]<stdout>:end {k}"]
+        err = (out_dir / "1" / f"rank.{k}" / "stderr").read_text().splitlines()
+        assert err == [f"[1,{k}]<stderr>:err {k} {i}" for i in range(100)]

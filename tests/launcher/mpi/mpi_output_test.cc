@@ -114,3 +114,21 @@ TEST_CASE("many ranks' interleaved fragments byte by byte keep every line whole"
 }
 
 }  // namespace
+
+TEST_CASE("an observer sees each whole tagged line with its tag, not mpirun's own text") {
+  MpiLineAssembler assembler(true, 8);
+  std::vector<std::pair<std::string, std::string>> seen;
+  assembler.set_on_line([&seen](const std::string& tag, std::string_view line) {
+    seen.emplace_back(tag, std::string(line));
+  });
+  std::string out;
+  auto emit = [&out](std::string_view text) { out.append(text); };
+  assembler.Feed("Mon Nov 23 23:01:52 2026[1,1]<stderr>:a\nmpirun says\n"
+                 "Mon Nov 23 23:01:52 2026[1,0]<stdout>:0123456789", emit);
+  assembler.Finish(emit);
+  CHECK(seen == std::vector<std::pair<std::string, std::string>>{
+                    {"[1,1]<stderr>:", "Mon Nov 23 23:01:52 2026[1,1]<stderr>:a\n"},
+                    {"[1,0]<stdout>:", "Mon Nov 23 23:01:52 2026[1,0]<stdout>:01234567\n"},
+                    {"[1,0]<stdout>:", "Mon Nov 23 23:01:52 2026[1,0]<stdout>:89\n"}});
+  CHECK(out.find("mpirun says\n") != std::string::npos);
+}
