@@ -1,5 +1,7 @@
 #include "cli/flags.h"
 
+#include "launcher/ssh/remote_shell.h"
+
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -347,6 +349,10 @@ void FlagTable::AddGeneral(JobConfig* c) {
       "--ssh-connect-timeout", [c](const int& v) { c->ssh_connect_timeout_s = v; },
       "Seconds to reach a host and log in over SSH before giving up on it (default: 10).")
       ->type_name("SECONDS");
+  Text("--remote-shell", &c->remote_shell,
+       "Starts remote ranks by running this command instead of SSH, {host} replaced by the "
+       "host, e.g. 'kubectl exec -i {host} -n ns --' (as mpirun's plm_rsh_agent).")
+      ->type_name("COMMAND");
   Switch("--ssh-strict-host-keys",
          "Refuses hosts missing from ~/.ssh/known_hosts (default: accept them with a warning, "
          "as horovodrun's StrictHostKeyChecking=no; a changed key is always refused).",
@@ -634,6 +640,7 @@ bool CheckLaunchValues(const FlagTable& t, const JobConfig& c, std::string* err)
       !CheckAtLeast(t, "--ranks-per-gpu", c.ranks_per_gpu, 1, err)) {
     return false;
   }
+  if (!c.remote_shell.empty() && !launcher::CheckRemoteShell(c.remote_shell, err)) return false;
   if (c.min_np && *c.min_np > *c.num_proc) {
     *err = t.Display("--min-np") + ": expected at most -np (" + std::to_string(*c.num_proc) +
            "), got " + std::to_string(*c.min_np);

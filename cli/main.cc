@@ -20,6 +20,7 @@
 #include "launcher/runtime.h"
 #include "launcher/shell_script_runner.h"
 #include "launcher/spawner.h"
+#include "launcher/ssh/remote_shell.h"
 #include "launcher/ssh/ssh_rank.h"
 
 namespace {
@@ -29,6 +30,9 @@ int VerbMain(int argc, char** argv) {
   using namespace etrun;
   // A remote rank's local helper (see launcher/ssh/ssh_rank.h), started by etrun itself.
   if (strcmp(argv[1], launcher::kSshRankMode) == 0) return launcher::SshRankMain(argc, argv);
+  if (strcmp(argv[1], launcher::kRemoteShellRankMode) == 0) {
+    return launcher::RemoteShellRankMain(argc, argv);
+  }
   if (strcmp(argv[1], cli::kStatusVerb) == 0) return cli::StatusMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kListVerb) == 0) return cli::ListMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kScaleVerb) == 0) return cli::ScaleMain(argc - 1, argv + 1);
@@ -46,8 +50,7 @@ int main(int argc, char** argv) {
   if (int code = etrun::cli::ParseFlags(argc, argv, &config); code >= 0) return code;
   etrun::cli::ConfigureLogging(config);
   try {
-    std::vector<std::string> environment;
-    for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
+    std::vector<std::string> environment = etrun::launcher::CurrentEnvironment();
     etrun::launcher::FileLimit file_limit;
     file_limit.Raise();
     etrun::launcher::LocalSpawner spawner(&file_limit);

@@ -113,6 +113,19 @@ int HostDirectory::misses() const {
   return misses_;
 }
 
+bool FirstNonLoopback(const std::vector<Interface>& interfaces, std::string* nic,
+                      std::string* address) {
+  for (const Interface& i : interfaces) {
+    for (const std::string& a : i.ipv4) {
+      if (a.rfind("127.", 0) == 0) continue;
+      *nic = i.name;
+      *address = a;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool ChooseLocalNics(const std::vector<std::string>& requested,
                      const std::vector<Interface>& interfaces, std::vector<std::string>* nics,
                      std::string* driver_ip, std::string* err) {

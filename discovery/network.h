@@ -70,6 +70,11 @@ bool ChooseLocalNics(const std::vector<std::string>& requested,
                      const std::vector<Interface>& interfaces, std::vector<std::string>* nics,
                      std::string* driver_ip, std::string* err);
 
+// The first interface carrying an IPv4 address outside 127.0.0.0/8, and that address. Returns
+// false when there is none.
+bool FirstNonLoopback(const std::vector<Interface>& interfaces, std::string* nic,
+                      std::string* address);
+
 // The local interface and address the kernel would use to reach `host` (a UDP connect; nothing
 // is sent). Returns false and sets *err when the host does not resolve or no route exists.
 bool RouteToward(const std::string& host, const std::vector<Interface>& interfaces,

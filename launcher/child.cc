@@ -38,7 +38,8 @@ int SetUpChild(pid_t parent, const ChildOptions& o) {
     if (getppid() != parent) _exit(127);  // etrun died before prctl took effect
   }
   int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0) return errno;
+  int in = o.stdin_fd >= 0 ? o.stdin_fd : devnull;
+  if (devnull < 0 || dup2(in, STDIN_FILENO) < 0) return errno;
   int out = o.stdout_fd >= 0 ? o.stdout_fd : (o.devnull_output ? devnull : -1);
   int err = o.stderr_fd >= 0 ? o.stderr_fd : (o.devnull_output ? devnull : -1);
   if ((out >= 0 && dup2(out, STDOUT_FILENO) < 0) || (err >= 0 && dup2(err, STDERR_FILENO) < 0)) {
@@ -66,6 +67,12 @@ pid_t Fork(std::string* err) {
 }
 
 }  // namespace
+
+std::vector<std::string> CurrentEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  return env;
+}
 
 std::string EnvValue(const std::vector<std::string>& env, std::string_view name) {
   for (const std::string& kv : env) {

@@ -19,6 +19,9 @@
 
 namespace etrun::launcher {
 
+// This process's environment, "K=V" each.
+std::vector<std::string> CurrentEnvironment();
+
 // The value of `name` in a "K=V" environment: the first entry, as getenv finds it; "" if none.
 std::string EnvValue(const std::vector<std::string>& env, std::string_view name);
 
@@ -48,6 +51,7 @@ class FileLimit {
 struct ChildOptions {
   bool own_session = false;  // setsid() instead of a process group of its own
   int death_signal = 0;      // sent to the child when etrun dies; 0: none
+  int stdin_fd = -1;         // dup'ed to stdin; -1: /dev/null
   int stdout_fd = -1;        // dup'ed to stdout; -1: /dev/null with devnull_output, else inherited
   int stderr_fd = -1;
   bool devnull_output = false;

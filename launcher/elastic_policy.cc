@@ -11,6 +11,7 @@
 #include "events/schema.h"
 #include "launcher/gpu_slots.h"
 #include "launcher/runtime.h"
+#include "launcher/ssh/remote_shell.h"
 
 namespace etrun::launcher {
 
@@ -87,8 +88,15 @@ bool ElasticPolicy::Prepare(JobResult* result) {
     discovery_ = runtime_->services().discovery;
   }
   std::string driver_ip;
-  if (!discovery::ChooseLocalNics(config.network_interfaces, runtime_->hosts().interfaces(),
-                                  &run_.nics, &driver_ip, &err)) {
+  std::vector<std::string> nics = config.network_interfaces;
+  std::string nic, unused;
+  // Ranks through --remote-shell run elsewhere (pods): listen where they can reach this machine.
+  if (nics.empty() && !config.remote_shell.empty() &&
+      discovery::FirstNonLoopback(runtime_->hosts().interfaces(), &nic, &unused)) {
+    nics = {nic};
+  }
+  if (!discovery::ChooseLocalNics(nics, runtime_->hosts().interfaces(), &run_.nics, &driver_ip,
+                                  &err)) {
     *result = {kExitUsage, err};
     return false;
   }
@@ -195,7 +203,11 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   if (auto current = ids_.find(key); current != ids_.end() && current->second == f.id) {
     ids_.erase(current);
   }
-  if (!f.status.success() && runtime_->ssh().Unreachable(key.first)) {
+  // A host whose SSH connection failed, or whose remote shell died (exit 255), is unreachable.
+  bool shell_failed = !runtime_->config().remote_shell.empty() &&
+                      f.status.kind == ExitStatus::Kind::kExited &&
+                      f.status.code == kRemoteShellFailure && !runtime_->hosts().Lookup(key.first).local;
+  if (!f.status.success() && (runtime_->ssh().Unreachable(key.first) || shell_failed)) {
     driver_->OnHostUnreachable(key.first, runtime_->Now());
   }
   nlohmann::json fields = events::ExitFields(f.status);

@@ -85,6 +85,7 @@ struct JobConfig {
   std::string ssh_identity_file;               // -i / --ssh-identity-file
   int ssh_connect_timeout_s = 10;              // --ssh-connect-timeout (etrun)
   bool ssh_strict_host_keys = false;           // --ssh-strict-host-keys (etrun)
+  std::string remote_shell;                    // --remote-shell CMD with {host} (etrun): not SSH
   Controller controller = Controller::kDefault;  // --gloo / --mpi / --jsrun
   bool disable_cache = false;                  // --disable-cache (etrun keeps no cache)
   std::string config_file;                     // --config-file

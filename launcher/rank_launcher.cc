@@ -11,6 +11,7 @@
 #include "events/schema.h"
 #include "launcher/gpu_slots.h"
 #include "launcher/output_sink.h"
+#include "launcher/ssh/remote_shell.h"
 #include "launcher/ssh/ssh_host.h"
 #include "launcher/ssh/ssh_rank.h"
 
@@ -82,6 +83,20 @@ bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::strin
         BuildWorkerEnv(exported, config_.tunables, slot, request.group_rank, remote_run);
     // `env` keeps the last of duplicates: the extra variables win.
     remote_env.insert(remote_env.end(), request.extra_env.begin(), request.extra_env.end());
+    char cwd[4096];
+    std::string dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
+    std::string command = RemoteCommand(dir, remote_env, config_.command, config_.grace_period_s);
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    spec->argv = {n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("etrun")};
+    spec->env = environment_;  // the local stub's own
+    if (!config_.remote_shell.empty()) {  // through a command such as kubectl exec
+      for (std::string& a : RemoteShellRankArgs(
+               slot.hostname, RemoteShellCommand(config_.remote_shell, slot.hostname, command))) {
+        spec->argv.push_back(std::move(a));
+      }
+      return true;
+    }
     SshTarget target;
     target.host = slot.hostname;
     target.port = config_.ssh_port.value_or(22);
@@ -90,15 +105,8 @@ bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::strin
     target.connect_timeout_s = config_.ssh_connect_timeout_s;
     std::string socket;
     if (!ssh_->SocketFor(target, &socket, err)) return false;
-    char cwd[4096];
-    std::string dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    spec->argv = {n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("etrun")};
     std::string label = target.host + ":" + std::to_string(target.port);
-    std::string command = RemoteCommand(dir, remote_env, config_.command, config_.grace_period_s);
     for (std::string& a : SshRankArgs(socket, label, command)) spec->argv.push_back(std::move(a));
-    spec->env = environment_;  // the local stub's own
     return true;
   }
   std::string devices;

@@ -21,12 +21,6 @@ using discovery::ScriptResult;
 
 namespace {
 
-std::vector<std::string> CurrentEnvironment() {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  return env;
-}
-
 // How reading a script's output ended.
 struct Capture {
   bool timed_out = false;

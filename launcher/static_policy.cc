@@ -45,7 +45,15 @@ bool PlanStaticJob(const JobConfig& config, discovery::HostDirectory* hosts, Sta
   if (!p.remote_hosts.empty() && config.network_interfaces.empty()) {
     // Workers must reach the rendezvous server: listen where the route toward them leaves.
     std::string nic;
-    if (!discovery::RouteToward(p.remote_hosts.front(), interfaces, &nic, &driver_ip, err)) return false;
+    // With --remote-shell, hosts may be names only the remote shell knows (Kubernetes pods):
+    // then the server listens on the first interface that is not a loopback one.
+    if (!discovery::RouteToward(p.remote_hosts.front(), interfaces, &nic, &driver_ip, err) &&
+        (config.remote_shell.empty() || !discovery::FirstNonLoopback(interfaces, &nic, &driver_ip))) {
+      if (!config.remote_shell.empty()) {
+        *err += ": name the interface workers reach this machine on with --network-interface";
+      }
+      return false;
+    }
     p.run.nics = {nic};
   } else if (!discovery::ChooseLocalNics(config.network_interfaces, interfaces, &p.run.nics,
                                          &driver_ip, err)) {

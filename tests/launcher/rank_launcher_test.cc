@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include "launcher/output_sink.h"
+#include "launcher/ssh/remote_shell.h"
 #include "launcher/ssh/ssh_host.h"
 #include "tests/launcher/fake_spawner.h"
 
@@ -179,6 +180,29 @@ TEST_CASE("rank directories are padded to the digits of np-1") {
   CHECK(RankDirName(3, 10) == "rank.3");
   CHECK(RankDirName(3, 11) == "rank.03");
   CHECK(RankDirName(42, 1000) == "rank.042");
+}
+
+}  // namespace
+}  // namespace etrun::launcher
+
+namespace etrun::launcher {
+namespace {
+
+TEST_CASE("with --remote-shell a rank on another host runs the command's stub, {host} quoted") {
+  Fixture f;
+  f.config.remote_shell = "kubectl exec -i {host} -n ns --";
+  LaunchSpec spec;
+  std::string err;
+  REQUIRE(f.Launcher().Plan(Fixture::Request("127.0.0.2", 2, 0), &spec, &err));
+  REQUIRE(spec.argv.size() == 4);
+  CHECK(spec.argv[1] == kRemoteShellRankMode);
+  CHECK(spec.argv[2] == "127.0.0.2");
+  CHECK(spec.argv[3].starts_with("exec kubectl exec -i '127.0.0.2' -n ns -- sh -c 'cd "));
+  CHECK(spec.argv[3].find("HOROVOD_RANK=2") != std::string::npos);
+  CHECK(f.ssh.Unreachable("127.0.0.2") == false);  // no SSH connection was made
+  std::string unused;
+  CHECK(CheckRemoteShell("ssh -p 2222 {host}", &unused));
+  CHECK_FALSE(CheckRemoteShell("kubectl exec -i pod --", &unused));
 }
 
 }  // namespace
