@@ -27,19 +27,17 @@ std::string RankDirName(int rank, int np) {
   return "rank." + digits;
 }
 
-bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* err_fd,
-                   std::string* err) {
-  std::filesystem::path rank_dir = std::filesystem::path(dir) / RankDirName(rank, np);
+bool OpenLogFiles(const std::string& rank_dir, int* out_fd, int* err_fd, std::string* err) {
   std::error_code ec;
   std::filesystem::create_directories(rank_dir, ec);
   if (ec) {
-    *err = "cannot create " + rank_dir.string() + ": " + ec.message() +
+    *err = "cannot create " + rank_dir + ": " + ec.message() +
            ": choose a writable --output-filename directory";
     return false;
   }
   *out_fd = *err_fd = -1;
-  for (auto [name, fd] : {std::pair{"stdout", out_fd}, std::pair{"stderr", err_fd}}) {
-    std::string path = (rank_dir / name).string();
+  for (auto [name, fd] : {std::pair{"/stdout", out_fd}, std::pair{"/stderr", err_fd}}) {
+    std::string path = rank_dir + name;
     *fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (*fd < 0) {
       *err = "cannot open " + path + ": " + strerror(errno) +
@@ -50,6 +48,12 @@ bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* e
     }
   }
   return true;
+}
+
+bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* err_fd,
+                   std::string* err) {
+  return OpenLogFiles((std::filesystem::path(dir) / RankDirName(rank, np)).string(), out_fd,
+                      err_fd, err);
 }
 
 RankOutput ConsoleOutput(const JobConfig& config, OutputSink* sink) {

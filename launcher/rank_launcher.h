@@ -28,8 +28,11 @@ class SshHosts;
 // rank.<r> padded to the digits of np-1, at least one.
 std::string RankDirName(int rank, int np);
 
-// Opens DIR/rank.<N>/{stdout,stderr} for writing, truncated. Returns false and sets *err (then
-// nothing is left open).
+// Creates `rank_dir` and opens its stdout and stderr files for writing, truncated. Returns false
+// and sets *err (then nothing is left open). --mpi's files use it too (Open MPI's layout).
+bool OpenLogFiles(const std::string& rank_dir, int* out_fd, int* err_fd, std::string* err);
+
+// OpenLogFiles for DIR/rank.<N> (RankDirName).
 bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* err_fd,
                    std::string* err);
 

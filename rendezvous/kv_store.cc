@@ -57,10 +57,7 @@ void KvStore::Delete(std::string_view scope, std::string_view key) {
     }
     return;
   }
-  auto s = values_.find(scope);
-  if (s == values_.end()) return;
-  if (auto k = s->second.find(key); k != s->second.end()) s->second.erase(k);
-  if (s->second.empty()) values_.erase(s);
+  Erase(scope, key);  // an ad-hoc scope loses its keys one DELETE at a time
 }
 
 std::optional<int> KvStore::planned_size(std::string_view scope) const {

@@ -21,6 +21,7 @@
 #include "launcher/mpi/mpi_command.h"
 #include "launcher/program_output.h"
 #include "launcher/child.h"
+#include "launcher/rank_launcher.h"
 #include "launcher/runtime.h"
 #include "launcher/worker_env.h"
 
@@ -175,24 +176,10 @@ bool MpiPolicy::OpenRankFiles(const std::string& dir, std::string* err) {
   for (int r = 0; r < np_; ++r) {
     std::string rank = std::to_string(r);
     std::string rank_dir = dir + "/1/rank." + std::string(width - rank.size(), '0') + rank;
-    std::error_code ec;
-    std::filesystem::create_directories(rank_dir, ec);
-    int fds[2] = {-1, -1};
-    for (int i = 0; i < 2 && !ec; ++i) {
-      std::string path = rank_dir + (i == 0 ? "/stdout" : "/stderr");
-      fds[i] = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fds[i] < 0) ec = std::error_code(errno, std::generic_category());
-    }
-    if (ec) {
-      for (int fd : fds) {
-        if (fd >= 0) close(fd);
-      }
-      *err = "cannot write " + rank_dir + ": " + ec.message() +
-             ": choose a writable --output-filename directory";
-      return false;
-    }
-    rank_files_.emplace_back(runtime_->sink().AddDestination(fds[0], true, rank_dir + "/stdout"),
-                             runtime_->sink().AddDestination(fds[1], true, rank_dir + "/stderr"));
+    int out_fd = -1, err_fd = -1;
+    if (!OpenLogFiles(rank_dir, &out_fd, &err_fd, err)) return false;
+    rank_files_.emplace_back(runtime_->sink().AddDestination(out_fd, true, rank_dir + "/stdout"),
+                             runtime_->sink().AddDestination(err_fd, true, rank_dir + "/stderr"));
   }
   return true;
 }
