@@ -85,12 +85,17 @@ HostDirectory::HostDirectory(std::vector<Interface> interfaces)
 
 void HostDirectory::Resolve(const std::vector<std::string>& hosts) {
   for (const std::string& host : hosts) {
+    auto now = std::chrono::steady_clock::now();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = cache_.find(host);
-      if (it != cache_.end() && !it->second.ipv4.empty()) continue;  // unresolved: try again
+      if (it != cache_.end() &&
+          (!it->second.ipv4.empty() || now - it->second.resolved_at < kRetryUnresolved)) {
+        continue;
+      }
+      ++lookups_;
     }
-    HostInfo info{IsLocalHost(host, interfaces_), ResolveIPv4(host)};  // unlocked: may block
+    HostInfo info{IsLocalHost(host, interfaces_), ResolveIPv4(host), now};  // unlocked: may block
     std::lock_guard<std::mutex> lock(mutex_);
     cache_[host] = std::move(info);
   }
@@ -106,6 +111,11 @@ HostInfo HostDirectory::Lookup(const std::string& host) {
   Resolve({host});
   std::lock_guard<std::mutex> lock(mutex_);
   return cache_.at(host);
+}
+
+int HostDirectory::lookups() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lookups_;
 }
 
 int HostDirectory::misses() const {

@@ -4,6 +4,7 @@
 #ifndef ETRUN_DISCOVERY_NETWORK_H_
 #define ETRUN_DISCOVERY_NETWORK_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -34,6 +35,7 @@ std::vector<uint32_t> ResolveIPv4(const std::string& host);
 struct HostInfo {
   bool local = false;          // names this machine (IsLocalHost)
   std::vector<uint32_t> ipv4;  // ResolveIPv4
+  std::chrono::steady_clock::time_point resolved_at;
 };
 
 // A cache of HostInfo, so that name lookups, which may block for seconds on a slow resolver,
@@ -43,8 +45,12 @@ class HostDirectory {
  public:
   explicit HostDirectory(std::vector<Interface> interfaces);
 
-  // Looks up the hosts not cached yet, and again those that did not resolve last time (a
-  // host's DNS record may appear after the host is listed). Blocking.
+  // A name that did not resolve is looked up again after this long (a host's DNS record may
+  // appear after the host is listed; names only a --remote-shell knows never do).
+  static constexpr std::chrono::seconds kRetryUnresolved{10};
+
+  // Looks up the hosts not cached yet, and those that did not resolve kRetryUnresolved ago or
+  // more. Blocking.
   void Resolve(const std::vector<std::string>& hosts);
 
   // The facts about `host`, as last resolved (an unresolvable name: not local, no address). One
@@ -53,12 +59,14 @@ class HostDirectory {
 
   const std::vector<Interface>& interfaces() const { return interfaces_; }
   int misses() const;
+  int lookups() const;  // name lookups made so far (tests)
 
  private:
   const std::vector<Interface> interfaces_;
   mutable std::mutex mutex_;
   std::map<std::string, HostInfo> cache_;  // guarded by mutex_
   int misses_ = 0;                         // guarded by mutex_
+  int lookups_ = 0;                        // guarded by mutex_
 };
 
 // Chooses the NICs for a job whose hosts are all local. With no `requested` names: every
