@@ -24,6 +24,21 @@ inline constexpr char kResetBegin[] = "reset_begin";
 // restart mode: its ranks run): training goes on here. Fields: round, world_size.
 inline constexpr char kWorldReady[] = "world_ready";
 
+// The shared GPU pool's events (`etrun pool start --events-file`; a pool's file holds only these).
+// pool_start: pool, hosts [{host, slots, devices}], total. pool_hosts: hosts, total (the pool's
+// hosts changed). pool_job_joined: job, priority, min_np, max_np. pool_priority: job, priority.
+// pool_job_left: job, reason ("ended", "crashed", "lost": no word from it for the lease).
+// pool_allocation: total, held {job: slots}, target {job: slots}, queued [job]; written whenever
+// one of them changes. `held` counts every slot a job has or is still giving back, so the held
+// slots of all jobs never exceed total. pool_stop: (no fields).
+inline constexpr char kPoolStart[] = "pool_start";
+inline constexpr char kPoolHosts[] = "pool_hosts";
+inline constexpr char kPoolJobJoined[] = "pool_job_joined";
+inline constexpr char kPoolPriority[] = "pool_priority";
+inline constexpr char kPoolJobLeft[] = "pool_job_left";
+inline constexpr char kPoolAllocation[] = "pool_allocation";
+inline constexpr char kPoolStop[] = "pool_stop";
+
 // Field names. Every event: ts, t, event.
 namespace field {
 inline constexpr char kTs[] = "ts";                // UTC ISO 8601 with milliseconds
@@ -58,6 +73,14 @@ inline constexpr char kCode[] = "code";
 inline constexpr char kSignal[] = "signal";
 // reset
 inline constexpr char kResets[] = "resets";
+// pool_*
+inline constexpr char kPool[] = "pool";
+inline constexpr char kDevices[] = "devices";
+inline constexpr char kTotal[] = "total";
+inline constexpr char kPriority[] = "priority";
+inline constexpr char kHeld[] = "held";
+inline constexpr char kTarget[] = "target";
+inline constexpr char kQueued[] = "queued";
 }  // namespace field
 
 // rank_exited "reason" values.
@@ -65,6 +88,11 @@ inline constexpr char kFinished[] = "finished";
 inline constexpr char kFailed[] = "failed";
 inline constexpr char kDrained[] = "drained";
 inline constexpr char kStopped[] = "stopped";
+
+// pool_job_left "reason" values.
+inline constexpr char kEnded[] = "ended";
+inline constexpr char kCrashed[] = "crashed";
+inline constexpr char kLost[] = "lost";
 
 }  // namespace etrun::events
 

@@ -1,0 +1,155 @@
+// PoolState: the book of a shared slot pool (`etrun pool start`): its hosts and slots, the jobs
+// that joined, which slots each job holds, and the moves that bring holdings to the policy's
+// targets (pool/allocation.h). No I/O and no clock of its own: the pool daemon feeds it requests
+// and the time, and writes the events it hands out.
+//
+// Slots. Host h with n slots has slots h/0 .. h/(n-1). With GPUs, slot i of a host runs on the
+// host's GPU devices[i / ranks_per_gpu]; plain (CPU) slots have no device.
+//
+// A job's holding on a host is an ordered list of slot indices: position k is the job's local
+// rank k there (etrun's elastic driver gives a host's slots to local ranks 0..n-1 and drops the
+// highest first when the host's count falls). So a job shrinks by losing the tail of a host's
+// list and grows by appending to it.
+//
+// Moving slots, shrink first: a slot taken from a job stays "releasing" (still the job's, free
+// for nobody) until the job's next report no longer lists a live process in that local rank; only
+// free slots are granted, so a slot is never held by two jobs, even for a moment. A job is not
+// grown on a host while it still gives back slots there (its local ranks would overlap).
+//
+// Gang: a job holding nothing gets slots only when at least its min-np are free at once.
+// Hold: a job that grew is not shrunk again for `min_hold` (releases of ended jobs and
+// admissions still proceed), so allocations do not thrash.
+// Thread-compatible.
+#ifndef ETRUN_POOL_POOL_STATE_H_
+#define ETRUN_POOL_POOL_STATE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pool/allocation.h"
+
+namespace etrun::pool {
+
+using PoolTime = std::chrono::steady_clock::time_point;
+
+struct PoolHost {
+  std::string name;
+  int slots = 0;
+  std::vector<std::string> devices;  // GPU ids ("0", a UUID); empty: plain slots
+  bool operator==(const PoolHost&) const = default;
+};
+
+// host -> slot indices in local-rank order (a holding), or host -> local ranks (a live report).
+using HostLists = std::map<std::string, std::vector<int>>;
+
+struct JoinRequest {
+  std::string name;               // the job's name; made unique by the pool
+  int priority = kDefaultPriority;
+  int min_np = 1;
+  int max_np = 1;
+  int pid = 0;                    // the job's etrun, when `local`
+  bool local = true;              // runs on the pool's machine: its pid is watched
+  HostLists held;                 // re-registration after the pool restarted: what it holds
+};
+
+// What a job may use now: per host, in local-rank order, the slot indices and their devices.
+struct Grant {
+  struct Host {
+    std::string name;
+    std::vector<int> slots;
+    std::vector<std::string> devices;  // per slot; empty strings for plain slots
+  };
+  std::vector<Host> hosts;
+  int target = 0;
+  bool queued = false;
+  int total() const;
+};
+
+class PoolState {
+ public:
+  // (event name, fields): see events/schema.h's pool_* events.
+  using EventSink = std::function<void(const char* event, nlohmann::json fields)>;
+
+  PoolState(std::string name, int ranks_per_gpu, std::chrono::milliseconds min_hold,
+            EventSink events);
+
+  // The pool's hosts (from -H, --hostfile or a discovery run). A job holding a slot that vanished
+  // gives it back, and every later local rank of that host with it; they stay its (releasing)
+  // until it reports them gone.
+  void SetHosts(std::vector<PoolHost> hosts, PoolTime now);
+  const std::vector<PoolHost>& hosts() const { return hosts_; }
+  int total() const;
+
+  // A job joins (or re-registers with what it holds). Returns its id, or "" with *err.
+  std::string Join(const JoinRequest& request, PoolTime now, std::string* err);
+  // A job's report: local ranks with a live process per host. Frees slots it has given back,
+  // rebalances, and returns its grant. False with *err for an unknown job.
+  bool Sync(const std::string& id, const HostLists& live, PoolTime now, Grant* grant,
+            std::string* err);
+  // The job ended (its processes are gone) or died: its slots are free at once.
+  bool Leave(const std::string& id, const char* reason, PoolTime now);
+  bool SetPriority(const std::string& id, int priority, PoolTime now, std::string* err);
+  // Applies holds that expired.
+  void Tick(PoolTime now) { Rebalance(now); }
+
+  // Jobs whose etrun runs here (id, pid), and when each was last heard from.
+  std::vector<std::pair<std::string, int>> LocalJobs() const;
+  std::vector<std::pair<std::string, PoolTime>> LastHeard() const;
+  bool HasJob(const std::string& id) const { return jobs_.count(id) != 0; }
+
+  nlohmann::json Status(PoolTime now) const;
+  // Every slot in at most one job (held or releasing), every held one on a known host. Tests and
+  // the daemon's own check; *why names the first violation.
+  bool Consistent(std::string* why) const;
+
+ private:
+  struct Releasing {
+    std::string host;
+    int local_rank = 0;
+    int slot = 0;
+  };
+  struct Job {
+    std::string id;
+    int priority = kDefaultPriority;
+    int min_np = 1;
+    int max_np = 1;
+    int64_t arrival = 0;
+    int pid = 0;
+    bool local = true;
+    bool admitted = false;
+    int target = 0;
+    HostLists held;
+    std::vector<Releasing> releasing;
+    PoolTime last_grow{};
+    PoolTime last_heard{};
+    int count() const;
+  };
+
+  void Rebalance(PoolTime now);
+  void Shrink(Job* job, int by);
+  void Grow(Job* job, int by, PoolTime now);
+  std::map<std::string, std::set<int>> Busy() const;
+  const std::string* Device(const std::string& host, int slot) const;
+  void ReportAllocation();
+
+  std::string name_;
+  int ranks_per_gpu_ = 1;
+  std::chrono::milliseconds min_hold_;
+  EventSink events_;
+  std::vector<PoolHost> hosts_;
+  std::map<std::string, Job> jobs_;
+  int64_t arrivals_ = 0;
+  nlohmann::json last_allocation_;
+};
+
+}  // namespace etrun::pool
+
+#endif  // ETRUN_POOL_POOL_STATE_H_
