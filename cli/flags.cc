@@ -48,7 +48,8 @@ constexpr NotSupportedYet kNotSupportedYet[] = {
 // horovodrun's argparse mutually exclusive groups: at most one member of each may be given.
 std::vector<std::vector<std::string>> ExclusiveGroups() {
   return {
-      {"--hosts", "--hostfile", "--host-discovery-script"},
+      {"--hosts", "--hostfile", "--host-discovery-script", "--pool"},
+      {"--pool", "--mpi"},
       {"--gloo", "--mpi", "--jsrun"},
       {"--gpus-per-rank", "--ranks-per-gpu"},
       {"--prefix-output-with-timestamp", "--log-without-timestamp", "--log-with-timestamp",
@@ -372,6 +373,16 @@ void FlagTable::AddHostsAndElastic(JobConfig* c) {
        "(etrun polls it every --discovery-interval).")
       ->type_name("SCRIPT");
 
+  Text("--pool", &c->pool,
+       "Runs on slots of the shared pool NAME (`etrun pool start NAME`) instead of a host "
+       "list: the pool gives the job --min-np..--max-np slots by fair share and --priority, "
+       "and moves them between jobs through the elastic path (etrun). HOST:PORT reaches a pool "
+       "on another machine, with its token in $ETRUN_POOL_TOKEN.")
+      ->type_name("NAME");
+  Optional<int>("--priority", &c->priority,
+                "The job's weight in --pool's fair share, 1..1000000 (etrun; default 5000).")
+      ->type_name("N");
+
   group_ = "Elastic arguments";
   Optional<int>("--min-np,--min-num-proc", &c->min_np,
                 "Minimum number of processes to keep training; enables elastic training "
@@ -641,6 +652,14 @@ bool CheckLaunchValues(const FlagTable& t, const JobConfig& c, std::string* err)
     return false;
   }
   if (!c.remote_shell.empty() && !launcher::CheckRemoteShell(c.remote_shell, err)) return false;
+  if (c.priority && c.pool.empty()) {
+    *err = "--priority is a weight in a shared pool: give --pool NAME too";
+    return false;
+  }
+  if (c.priority && (*c.priority < 1 || *c.priority > 1000000)) {
+    *err = "--priority: expected 1..1000000, got " + std::to_string(*c.priority);
+    return false;
+  }
   if (c.min_np && *c.min_np > *c.num_proc) {
     *err = t.Display("--min-np") + ": expected at most -np (" + std::to_string(*c.num_proc) +
            "), got " + std::to_string(*c.min_np);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,9 @@
 #include "cli/control_main.h"
 #include "cli/flags.h"
 #include "cli/logging.h"
+#include "cli/pool_main.h"
 #include "cli/report_main.h"
+#include "discovery/discovery_output.h"
 #include "launcher/child.h"
 #include "launcher/clock.h"
 #include "launcher/exit_status.h"
@@ -22,6 +25,7 @@
 #include "launcher/spawner.h"
 #include "launcher/ssh/remote_shell.h"
 #include "launcher/ssh/ssh_rank.h"
+#include "pool/pool_client.h"
 
 namespace {
 
@@ -37,6 +41,7 @@ int VerbMain(int argc, char** argv) {
   if (strcmp(argv[1], cli::kListVerb) == 0) return cli::ListMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kScaleVerb) == 0) return cli::ScaleMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kReportVerb) == 0) return cli::ReportMain(argc - 1, argv + 1);
+  if (strcmp(argv[1], cli::kPoolVerb) == 0) return cli::PoolMain(argc - 1, argv + 1);
   return -1;
 }
 
@@ -57,10 +62,30 @@ int main(int argc, char** argv) {
     etrun::launcher::ShellScriptRunner discovery(config.host_discovery_script,
                                                  config.discovery_timeout(), &file_limit);
     etrun::launcher::SteadyClock clock;
-    etrun::launcher::JobServices services{&spawner, &discovery, &clock, &file_limit, {}};
+    std::unique_ptr<etrun::pool::PoolClient> pool;
+    if (!config.pool.empty()) {
+      // Joined before anything starts, so a missing pool is one error line and nothing to undo.
+      etrun::pool::ClientOptions options;
+      options.pool = config.pool;
+      options.token = etrun::launcher::EnvValue(environment, "ETRUN_POOL_TOKEN");
+      options.join.name = etrun::JobName(config);
+      options.join.priority = config.priority.value_or(etrun::pool::kDefaultPriority);
+      options.join.min_np = config.min_np.value_or(*config.num_proc);
+      options.join.max_np = config.max_np.value_or(etrun::discovery::kMaxDiscoveredSlots);
+      options.join.pid = getpid();
+      pool = std::make_unique<etrun::pool::PoolClient>(std::move(options));
+      std::string err;
+      if (!pool->Join(&err)) {
+        spdlog::error("{}", err);
+        return etrun::kExitFailure;
+      }
+    }
+    etrun::launcher::JobServices services{&spawner, &discovery, pool.get(), &clock, &file_limit, {}};
     etrun::launcher::Runtime runtime(config, std::move(environment), std::move(services),
                                      etrun::launcher::MakePolicy(config));
-    return runtime.Run();
+    int code = runtime.Run();
+    if (pool) pool->Leave();  // every rank is gone: the slots are free now
+    return code;
   } catch (const std::exception& e) {
     spdlog::error("internal error: {}", e.what());
     return etrun::kExitFailure;

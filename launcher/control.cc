@@ -54,6 +54,7 @@ bool ReadEntry(const std::string& path, JobEntry* out) {
     out->port = j.at("port").get<int>();
     out->token = j.at("token").get<std::string>();
     out->started = j.value("started", "");
+    out->address = j.value("address", "127.0.0.1");
   } catch (const nlohmann::json::exception&) {
     return false;
   }
@@ -63,7 +64,7 @@ bool ReadEntry(const std::string& path, JobEntry* out) {
 
 }  // namespace
 
-std::string RegistryDir(std::string* err) {
+std::string RegistryDir(std::string* err, const std::string& sub) {
   const char* runtime = getenv("XDG_RUNTIME_DIR");
   std::string dir = runtime != nullptr && *runtime == '/' && access(runtime, W_OK) == 0
                         ? std::string(runtime) + "/etrun"
@@ -78,12 +79,19 @@ std::string RegistryDir(std::string* err) {
     *err = dir + " is not a directory private to this user: remove it and try again";
     return "";
   }
+  if (!sub.empty()) {
+    dir += "/" + sub;
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      *err = "cannot create " + dir + ": " + strerror(errno);
+      return "";
+    }
+  }
   return dir;
 }
 
-std::vector<JobEntry> ListJobs(std::string* err) {
+std::vector<JobEntry> ListJobs(std::string* err, const std::string& sub) {
   std::vector<JobEntry> jobs;
-  std::string dir = RegistryDir(err);
+  std::string dir = RegistryDir(err, sub);
   if (dir.empty()) return jobs;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return jobs;
@@ -174,14 +182,17 @@ ControlServer::~ControlServer() {
   if (!entry_.path.empty()) unlink(entry_.path.c_str());
 }
 
-bool ControlServer::Start(const std::string& job, std::string* err) {
+bool ControlServer::Start(const std::string& job, std::string* err, const std::string& sub,
+                          const std::string& address, int port) {
   if (entry_.token.size() != 64) {
     *err = "no random numbers for the control token";
     return false;
   }
-  std::string dir = RegistryDir(err);
+  std::string dir = RegistryDir(err, sub);
   if (dir.empty()) return false;
-  if (!server_->Listen("127.0.0.1", 0, err)) return false;
+  if (!server_->Listen(address, port, err)) return false;
+  // Clients on this machine reach an endpoint open to every interface over loopback.
+  entry_.address = address == "0.0.0.0" ? "127.0.0.1" : address;
   entry_.pid = getpid();
   entry_.port = server_->port();
   entry_.started = UtcNow();
@@ -196,7 +207,8 @@ bool ControlServer::Start(const std::string& job, std::string* err) {
   }
   entry_.job = name;
   nlohmann::json j = {{"job", name}, {"pid", entry_.pid}, {"port", entry_.port},
-                      {"token", entry_.token}, {"started", entry_.started}};
+                      {"token", entry_.token}, {"started", entry_.started},
+                      {"address", entry_.address}};
   std::string path = dir + "/" + name + ".json";
   std::string tmp = path + ".tmp" + std::to_string(getpid());
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -212,15 +224,16 @@ bool ControlServer::Start(const std::string& job, std::string* err) {
 }
 
 int ControlRequest(const JobEntry& job, const std::string& method, const std::string& target,
-                   const std::string& body, std::string* reply, std::string* err) {
+                   const std::string& body, std::string* reply, std::string* err,
+                   std::chrono::milliseconds timeout) {
   try {
     asio::io_context io;
     beast::tcp_stream stream(io);
-    stream.expires_after(std::chrono::seconds(10));
-    stream.connect(asio::ip::tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"),
+    stream.expires_after(timeout);
+    stream.connect(asio::ip::tcp::endpoint(asio::ip::make_address_v4(job.address),
                                            static_cast<unsigned short>(job.port)));
     http::request<http::string_body> req(http::string_to_verb(method), target, 11);
-    req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::host, job.address);
     req.set(http::field::authorization, "Bearer " + job.token);
     req.body() = body;
     req.prepare_payload();

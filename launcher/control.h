@@ -12,6 +12,7 @@
 #ifndef ETRUN_LAUNCHER_CONTROL_H_
 #define ETRUN_LAUNCHER_CONTROL_H_
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -24,9 +25,11 @@
 
 namespace etrun::launcher {
 
-// One running job as its registry file describes it.
+// One running job (or pool: launcher's registry subdirectory "pools") as its registry file
+// describes it.
 struct JobEntry {
   std::string job;
+  std::string address = "127.0.0.1";  // where its endpoint listens, as seen from this machine
   int pid = 0;
   int port = 0;
   std::string token;
@@ -34,12 +37,15 @@ struct JobEntry {
   std::string path;     // the registry file
 };
 
-// The registry directory, created 0700 if missing. Returns "" and sets *err when it cannot be
-// made or is not private to this user.
-std::string RegistryDir(std::string* err);
+// Registry subdirectory of the shared slot pools (`etrun pool`).
+inline constexpr char kPoolRegistry[] = "pools";
 
-// Live jobs of this user, sorted by name; stale files are removed.
-std::vector<JobEntry> ListJobs(std::string* err);
+// The registry directory (or its subdirectory `sub`), created 0700 if missing. Returns "" and
+// sets *err when it cannot be made or is not private to this user.
+std::string RegistryDir(std::string* err, const std::string& sub = "");
+
+// Live jobs (or, with kPoolRegistry, pools) of this user, sorted by name; stale files are removed.
+std::vector<JobEntry> ListJobs(std::string* err, const std::string& sub = "");
 
 // Picks the job named `name`, or the only one when `name` is empty. Returns false and sets *err
 // (no job, several jobs: name one, no such job).
@@ -55,11 +61,15 @@ class ControlServer {
   ControlServer(boost::asio::io_context* io, Handler handler);
   ~ControlServer();  // removes the registry file
 
-  // Listens on 127.0.0.1 and publishes the job under `job` (or `job-<pid>` if that name is taken
-  // by another live etrun). Returns false and sets *err; the job runs on without control then.
-  bool Start(const std::string& job, std::string* err);
+  // Listens on `address` (127.0.0.1 unless a pool is opened to other machines; port 0: any) and
+  // publishes the job under `job` (or `job-<pid>` if that name is taken by another live etrun)
+  // in the registry subdirectory `sub`. Returns false and sets *err; the job runs on without
+  // control then.
+  bool Start(const std::string& job, std::string* err, const std::string& sub = "",
+             const std::string& address = "127.0.0.1", int port = 0);
 
   const std::string& name() const { return entry_.job; }
+  const JobEntry& entry() const { return entry_; }
 
  private:
   class Auth;
@@ -71,7 +81,8 @@ class ControlServer {
 // The client side: one request to a job's control endpoint. Returns the HTTP status (0 with
 // *err set when the job cannot be reached) and fills *body.
 int ControlRequest(const JobEntry& job, const std::string& method, const std::string& target,
-                   const std::string& body, std::string* reply, std::string* err);
+                   const std::string& body, std::string* reply, std::string* err,
+                   std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 }  // namespace etrun::launcher
 

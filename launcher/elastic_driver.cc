@@ -473,7 +473,7 @@ std::string ElasticDriver::ExitReasonFor(const SlotKey& slot, const ExitStatus& 
 void ElasticDriver::OnTick(TimePoint now) {
   now_ = now;
   if (phase_ == Phase::kWaitingToStart || phase_ == Phase::kResuming) {
-    if (now < wait_deadline_) return;
+    if (now < wait_deadline_ || options_.wait_without_deadline) return;
     int want = phase_ == Phase::kWaitingToStart ? options_.np : options_.min_np;
     std::string found = have_discovery_ ? discovery::FormatHosts(hosts_->Available())
                                         : "the discovery script never answered";

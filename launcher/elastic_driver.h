@@ -69,6 +69,9 @@ struct ElasticOptions {
   // request. One that fails or is not in within this time is dropped (its host blacklisted)
   // without disturbing the running world.
   std::chrono::milliseconds start_timeout{std::chrono::seconds(30)};
+  // A pool job waits for its slots as long as the pool queues it (gang admission), with no
+  // --elastic-timeout deadline.
+  bool wait_without_deadline = false;
 };
 
 // Starts and stops the process of a slot. Real: ElasticPolicy, through the RankLauncher.

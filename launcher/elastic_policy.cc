@@ -12,6 +12,7 @@
 #include "launcher/gpu_slots.h"
 #include "launcher/runtime.h"
 #include "launcher/ssh/remote_shell.h"
+#include "pool/pool_client.h"
 
 namespace etrun::launcher {
 
@@ -87,6 +88,16 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   } else {
     discovery_ = runtime_->services().discovery;
   }
+  if (!config.pool.empty()) {
+    // The pool's grants are the host list (--pool excludes -H, --hostfile and a script).
+    pool_ = runtime_->services().pool;
+    if (pool_ == nullptr) {
+      *result = {kExitFailure, "--pool " + config.pool + ": the job is not joined to the pool"};
+      return false;
+    }
+    fixed_hosts_.reset();
+    discovery_ = pool_;
+  }
   std::string driver_ip;
   std::vector<std::string> nics = config.network_interfaces;
   std::string nic, unused;
@@ -126,6 +137,11 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   options_.restart_all = config.restart_mode;
   options_.recovery_grace = config.recovery_grace();
   if (config.start_timeout_s) options_.start_timeout = std::chrono::seconds(*config.start_timeout_s);
+  if (pool_ != nullptr) {
+    // The pool starts a job with its minimum (gang admission) and queues it until then.
+    options_.np = options_.min_np;
+    options_.wait_without_deadline = true;
+  }
   host_manager_ = std::make_unique<discovery::HostManager>(config.cooldown_range, [this] {
     return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
   });
@@ -163,6 +179,12 @@ void ElasticPolicy::Poll() {
   Runtime* runtime = runtime_;
   // A job uses at most max-np hosts (one slot each at least), beyond the blacklisted ones.
   size_t most = options_.max_np ? static_cast<size_t>(*options_.max_np) + 16 : kResolveAhead;
+  if (pool_ != nullptr) {
+    pool::HostLists live;  // every process not yet reaped holds its slot
+    for (const auto& [id, key] : slots_) live[key.first].push_back(key.second);
+    pool_->ReportLive(std::move(live));
+  }
+  polling_ = true;
   discovery_->Run([this, alive, runtime, most](discovery::ScriptResult result) {
     // On the discovery thread (or at once for fixed hosts): look the names up here, not on the
     // loop, so a slow resolver delays only this result.
@@ -174,6 +196,7 @@ void ElasticPolicy::Poll() {
 }
 
 void ElasticPolicy::AfterPoll(const discovery::ScriptResult& result) {
+  polling_ = false;
   // The script's stderr reaches the user as horovodrun passes it through.
   if (!result.errors.empty()) runtime_->sink().Append(runtime_->console().console_err, result.errors);
   driver_->OnDiscovery(result, runtime_->Now());
@@ -215,6 +238,11 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
                  {field::kPid, f.pid}, {field::kReason, driver_->ExitReasonFor(key, f.status)}});
   runtime_->events().Emit(events::kRankExited, std::move(fields));
   driver_->OnWorkerExit(key, f.status, runtime_->Now());
+  // Its slot may be one the pool waits for: say so now rather than at the next sync.
+  if (pool_ != nullptr && !polling_ && !driver_->finished()) {
+    poll_timer_->cancel();
+    Poll();
+  }
 }
 
 void ElasticPolicy::OnStopSignal(int sig) {
@@ -236,7 +264,9 @@ void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
   SlotKey key{slot.hostname, slot.local_rank};
   RankRequest request{slot, GroupRank(slot.hostname, world), run_, round,
                       ExtraEnv(round > driver_->round())};
-  if (!run_.gpus.enabled()) {
+  if (pool_ != nullptr) {
+    PoolEnv(slot, world, &request.extra_env);
+  } else if (!run_.gpus.enabled()) {
     // Ranks permuted on this host (rank 0 kept with the state): the GPU a script pins by
     // hvd.local_rank() must be this slot's own.
     int horovod_local = 0;
@@ -273,6 +303,37 @@ void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
   slots_[id] = key;
   ++starts_[key];
   if (!runtime_->ranks().AwaitExecs(&err)) spdlog::error("{}", err);  // it exits 127 and is reaped
+}
+
+// A pool slot's environment: ETRUN_POOL_SLOT (host/slot, the pool's name for it) and, on GPU
+// pools, CUDA_VISIBLE_DEVICES with the job's GPUs on the host, this slot's own at the index the
+// script pins by hvd.local_rank() (first when that is beyond the list): the GPUs of other jobs
+// are never visible. ETRUN_POOL_GPU names the slot's own GPU.
+void ElasticPolicy::PoolEnv(const rendezvous::SlotInfo& slot,
+                            const std::vector<rendezvous::SlotInfo>& world,
+                            std::vector<std::string>* env) const {
+  std::vector<pool::SlotView> views = pool_->Slots(slot.hostname);
+  if (slot.local_rank < 0 || static_cast<size_t>(slot.local_rank) >= views.size()) return;
+  const pool::SlotView& own = views[slot.local_rank];
+  env->push_back("ETRUN_POOL_SLOT=" + slot.hostname + "/" + std::to_string(own.slot));
+  if (own.device.empty()) return;
+  env->push_back("ETRUN_POOL_GPU=" + own.device);
+  std::vector<std::string> devices;
+  for (int k = 0; k < slot.local_size && static_cast<size_t>(k) < views.size(); ++k) {
+    const std::string& d = views[k].device;
+    if (!d.empty() && std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+  }
+  size_t horovod_local = 0;
+  for (const rendezvous::SlotInfo& s : world) {
+    if (s.hostname == slot.hostname && s.rank < slot.rank) ++horovod_local;
+  }
+  auto at = std::find(devices.begin(), devices.end(), own.device);
+  if (at == devices.end()) devices.insert(devices.begin(), own.device), at = devices.begin();
+  size_t want = horovod_local < devices.size() ? horovod_local : 0;
+  std::iter_swap(at, devices.begin() + static_cast<long>(want));
+  std::string list;
+  for (const std::string& d : devices) list += (list.empty() ? "" : ",") + d;
+  env->push_back("CUDA_VISIBLE_DEVICES=" + list);
 }
 
 // A slot's process cannot even start: reported like an exit with code 127, from the loop.
@@ -353,6 +414,7 @@ nlohmann::json ElasticPolicy::Status() const {
   }
   const HostOverrides& overrides = driver_->overrides();
   return {{"state", driver_->state()}, {"elastic", true}, {"world_ready", driver_->world_ready()},
+          {"pool", pool_ != nullptr ? nlohmann::json(pool_->name()) : nlohmann::json(nullptr)},
           {"world_size", driver_->assignment().size()}, {"np", options_.np},
           {"min_np", options_.min_np}, {"max_np", OptionalInt(options_.max_np)},
           {"resets", driver_->resets()}, {"round", driver_->round()}, {"ranks", ranks},

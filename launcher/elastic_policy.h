@@ -24,6 +24,10 @@
 #include "rendezvous/kv_store.h"
 #include "rendezvous/notifier.h"
 
+namespace etrun::pool {
+class PoolLink;  // pool/pool_client.h
+}  // namespace etrun::pool
+
 namespace etrun::launcher {
 
 // HOROVOD_ELASTIC_TIMEOUT in `environment`, overridden by --elastic-timeout; default 600 s.
@@ -64,6 +68,8 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   void Tick();
   void FailStart(const SlotKey& key, const std::string& err);
   std::vector<std::string> ExtraEnv(bool ahead) const;
+  void PoolEnv(const rendezvous::SlotInfo& slot, const std::vector<rendezvous::SlotInfo>& world,
+               std::vector<std::string>* env) const;
   void ApplyOverrides(const std::string& body, ControlRespond respond);
 
   ElasticOptions options_;
@@ -76,6 +82,8 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   std::unique_ptr<rendezvous::RendezvousHandler> handler_;
   std::unique_ptr<discovery::ScriptRunner> fixed_hosts_;  // when there is no discovery script
   discovery::ScriptRunner* discovery_ = nullptr;
+  pool::PoolLink* pool_ = nullptr;  // --pool: also discovery_
+  bool polling_ = false;            // a discovery run is under way
   std::unique_ptr<boost::asio::steady_timer> poll_timer_;
   std::unique_ptr<boost::asio::steady_timer> tick_timer_;
   std::map<SlotKey, int> ids_;     // slot -> its current process (RankSet id)

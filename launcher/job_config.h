@@ -18,6 +18,7 @@ namespace etrun {
 
 // Defaults of flags whose JobConfig value stays "not given" (std::nullopt) until used.
 inline constexpr int kDefaultElasticTimeoutS = 600;       // --elastic-timeout
+inline constexpr double kDefaultPoolSyncIntervalS = 0.25;   // --discovery-interval with --pool
 inline constexpr double kDefaultDiscoveryIntervalS = 1.0;  // --discovery-interval
 inline constexpr double kDefaultDiscoveryTimeoutS = 30.0;  // --discovery-timeout
 inline constexpr double kDefaultRecoveryGraceS = 2.0;      // --recovery-grace
@@ -67,6 +68,8 @@ struct JobConfig {
   std::string hosts;                           // -H / --hosts, raw text
   std::string hostfile;                        // -hostfile / --hostfile, a path
   std::string host_discovery_script;           // --host-discovery-script, a shell command line
+  std::string pool;                            // --pool NAME or HOST:PORT (etrun): hosts from a pool
+  std::optional<int> priority;                 // --priority (etrun): weight in the pool
   std::optional<int> elastic_timeout_s;        // --elastic-timeout
   std::optional<int> reset_limit;              // --reset-limit
   std::optional<std::pair<int, int>> cooldown_range;  // --blacklist-cooldown-range MIN MAX
@@ -103,9 +106,13 @@ struct JobConfig {
   // The worker command, argv-style; never re-parsed by a shell.
   std::vector<std::string> command;
 
-  bool elastic() const { return min_np.has_value() || !host_discovery_script.empty(); }
+  bool elastic() const {
+    return min_np.has_value() || !host_discovery_script.empty() || !pool.empty();
+  }
+  // A pool job's "discovery" is a cheap request to the pool: it syncs more often.
   std::chrono::milliseconds discovery_interval() const {
-    return Millis(discovery_interval_s.value_or(kDefaultDiscoveryIntervalS));
+    return Millis(discovery_interval_s.value_or(pool.empty() ? kDefaultDiscoveryIntervalS
+                                                             : kDefaultPoolSyncIntervalS));
   }
   std::chrono::milliseconds discovery_timeout() const {
     return Millis(discovery_timeout_s.value_or(kDefaultDiscoveryTimeoutS));

@@ -39,12 +39,17 @@
 #include "rendezvous/access_list.h"
 #include "rendezvous/http_server.h"
 
+namespace etrun::pool {
+class PoolLink;  // pool/pool_client.h
+}  // namespace etrun::pool
+
 namespace etrun::launcher {
 
 // The OS edges a job runs on; main() builds the real ones, tests fakes. Each must outlive the job.
 struct JobServices {
   Spawner* spawner = nullptr;
   discovery::ScriptRunner* discovery = nullptr;  // elastic jobs with a discovery script
+  pool::PoolLink* pool = nullptr;                // --pool jobs: joined before the runtime runs
   const Clock* clock = nullptr;
   FileLimit* file_limit = nullptr;               // may be null: the limit is left alone
   // This machine's interfaces; empty: read them (discovery::LocalInterfaces).

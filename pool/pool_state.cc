@@ -315,9 +315,11 @@ std::vector<std::pair<std::string, int>> PoolState::LocalJobs() const {
   return out;
 }
 
-std::vector<std::pair<std::string, PoolTime>> PoolState::LastHeard() const {
+std::vector<std::pair<std::string, PoolTime>> PoolState::RemoteJobs() const {
   std::vector<std::pair<std::string, PoolTime>> out;
-  for (const auto& [id, job] : jobs_) out.emplace_back(id, job.last_heard);
+  for (const auto& [id, job] : jobs_) {
+    if (!job.local || job.pid <= 0) out.emplace_back(id, job.last_heard);
+  }
   return out;
 }
 

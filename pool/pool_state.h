@@ -100,9 +100,10 @@ class PoolState {
   // Applies holds that expired.
   void Tick(PoolTime now) { Rebalance(now); }
 
-  // Jobs whose etrun runs here (id, pid), and when each was last heard from.
+  // Jobs whose etrun runs here (id, pid): the daemon watches their pids. The others (id, when
+  // last heard from): the daemon counts them lost after a lease without a report.
   std::vector<std::pair<std::string, int>> LocalJobs() const;
-  std::vector<std::pair<std::string, PoolTime>> LastHeard() const;
+  std::vector<std::pair<std::string, PoolTime>> RemoteJobs() const;
   bool HasJob(const std::string& id) const { return jobs_.count(id) != 0; }
 
   nlohmann::json Status(PoolTime now) const;

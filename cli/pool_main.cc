@@ -1,0 +1,261 @@
+#include "cli/pool_main.h"
+
+#include <string.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/verb_common.h"
+#include "launcher/child.h"
+#include "launcher/control.h"
+#include "launcher/job_config.h"
+#include "pool/pool_daemon.h"
+
+namespace etrun::cli {
+
+namespace {
+
+using launcher::JobEntry;
+using nlohmann::json;
+
+constexpr char kUsage[] =
+    "usage: etrun pool start NAME (-H HOSTS | --hostfile FILE | --host-discovery-script SCRIPT) "
+    "[options] | status [NAME] [--json] | priority JOB N [--pool NAME] | stop [NAME] | token [NAME]";
+
+// The pool named `name`, or the only one. Returns false and sets *err.
+bool FindPool(const std::string& name, JobEntry* out, std::string* err) {
+  std::vector<JobEntry> pools = launcher::ListJobs(err, launcher::kPoolRegistry);
+  if (!err->empty()) return false;
+  std::string names;
+  for (const JobEntry& p : pools) {
+    if (p.job == name || (name.empty() && pools.size() == 1)) {
+      *out = p;
+      return true;
+    }
+    names += (names.empty() ? "" : ", ") + p.job;
+  }
+  if (pools.empty()) {
+    *err = "no pool of this user is running: start one with `etrun pool start NAME -H HOST:SLOTS`";
+  } else if (name.empty()) {
+    *err = "several pools are running (" + names + "): name one";
+  } else {
+    *err = "no pool named '" + name + "' (running: " + names + ")";
+  }
+  return false;
+}
+
+// One request to a pool. Returns false and sets *err (unreachable, or its error line).
+bool Ask(const JobEntry& pool, const std::string& method, const std::string& target,
+         const json& body, json* reply, std::string* err) {
+  std::string text;
+  int code = launcher::ControlRequest(pool, method, target, body.is_null() ? "" : body.dump(), &text, err);
+  if (code == 0) return false;
+  *reply = json::parse(text, nullptr, false);
+  if (code != 200) {
+    bool has = reply->is_object() && reply->contains("error") && (*reply)["error"].is_string();
+    *err = fmt::format("pool '{}': {}", pool.job, has ? (*reply)["error"].get<std::string>() : text);
+    return false;
+  }
+  if (reply->is_discarded()) {
+    *err = "pool '" + pool.job + "' sent a malformed reply";
+    return false;
+  }
+  return true;
+}
+
+// Seconds from "5s", "1m", "2.5" or "0".
+bool Seconds(const std::string& flag, const std::string& text, std::chrono::milliseconds* out,
+             std::string* err) {
+  double s = 0;
+  if (text != "0" && !ParseDuration(text, &s)) {
+    *err = flag + ": expected a duration such as 5s, 2m or 0, got '" + text + "'";
+    return false;
+  }
+  *out = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  return true;
+}
+
+void PoolLogging() {
+  auto logger = std::make_shared<spdlog::logger>("etrun", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  logger->set_pattern("etrun pool [%H:%M:%S.%e]: %v");
+  logger->set_level(spdlog::level::info);
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+}
+
+int StartMain(int argc, char** argv) {
+  CLI::App app("Runs a shared slot pool in the foreground until stopped (Ctrl-C, SIGTERM or "
+               "`etrun pool stop`). Elastic jobs join it with `etrun --pool NAME`.",
+               "pool start");
+  pool::DaemonOptions o;
+  std::string hosts, hostfile, min_hold = "5s", lease = "15s", interval = "1";
+  int ranks_per_gpu = 1;
+  app.add_option("name", o.name, "The pool's name.")->required();
+  auto* h = app.add_option("-H,--hosts", hosts, "Hosts and their slots, host1:4,host2:4.");
+  auto* f = app.add_option("--hostfile", hostfile, "File with one \"<hostname> slots=<slots>\" per line.");
+  auto* d = app.add_option("--host-discovery-script", o.discovery_script,
+                           "Prints the pool's host[:slots] lines (a Slurm or Kubernetes allocation); polled.");
+  h->excludes(f)->excludes(d);
+  f->excludes(d);
+  app.add_option("--gpus", o.gpus, "GPU ids per host: auto (nvidia-smi or CUDA_VISIBLE_DEVICES "
+                                   "here), none (plain slots), or a count per host (default auto).");
+  app.add_option("--ranks-per-gpu", ranks_per_gpu, "Slots sharing one GPU (default 1: none shared).");
+  app.add_option("--min-hold", min_hold, "A job that grew keeps its slots this long before it "
+                                         "can be shrunk (default 5s; 0: off).");
+  app.add_option("--lease", lease, "A job on another machine silent this long is counted gone (default 15s).");
+  app.add_option("--discovery-interval", interval, "Seconds between discovery script runs (default 1).");
+  app.add_option("--events-file", o.events_file, "Writes the pool's events (JSON Lines) for `etrun report`.");
+  app.add_option("--listen", o.listen, "ADDRESS:PORT to listen on instead of 127.0.0.1 (opens the "
+                                       "pool to other machines; they need `etrun pool token`).");
+  if (int code = Parse(app, argc, argv); code >= 0) return code;
+  std::string err;
+  if (hosts.empty() && hostfile.empty() && o.discovery_script.empty()) {
+    return Error("pool start " + o.name + ": say where the slots are: -H HOST:SLOTS,..., --hostfile "
+                 "FILE or --host-discovery-script SCRIPT", 2);
+  }
+  if (ranks_per_gpu < 1) return Error("--ranks-per-gpu: expected at least 1, got " + std::to_string(ranks_per_gpu), 2);
+  o.ranks_per_gpu = ranks_per_gpu;
+  if (o.name.empty() || o.name.find('/') != std::string::npos || o.name.find(':') != std::string::npos) {
+    return Error("pool name '" + o.name + "': give a plain name without '/' or ':'", 2);
+  }
+  std::chrono::milliseconds poll{};
+  if (!Seconds("--min-hold", min_hold, &o.min_hold, &err) || !Seconds("--lease", lease, &o.lease, &err) ||
+      !Seconds("--discovery-interval", interval, &poll, &err)) {
+    return Error(err, 2);
+  }
+  if (poll < std::chrono::milliseconds(100)) return Error("--discovery-interval: expected at least 0.1 s", 2);
+  o.discovery_interval = poll;
+  if (!hosts.empty() || !hostfile.empty()) {
+    JobConfig c;
+    c.hosts = hosts;
+    c.hostfile = hostfile;
+    if (!JobHosts(c, &o.hosts, &err)) return Error(err, 2);
+  }
+  PoolLogging();
+  return pool::RunPoolDaemon(o, launcher::CurrentEnvironment());
+}
+
+int StatusMain(int argc, char** argv) {
+  CLI::App app("Shows a pool: its slots, the jobs that hold them, and the queue.", "pool status");
+  std::string name;
+  bool as_json = false;
+  app.add_option("name", name, "The pool; optional when only one runs.");
+  app.add_flag("--json", as_json, "Prints the status as one JSON object.");
+  if (int code = Parse(app, argc, argv); code >= 0) return code;
+  JobEntry entry;
+  json status;
+  std::string err;
+  if (!FindPool(name, &entry, &err) || !Ask(entry, "GET", "/status", nullptr, &status, &err)) return Error(err, 1);
+  if (as_json) {
+    std::cout << status.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("Pool {}: {} slots, {} free; hosts:", entry.job, status.value("total", 0),
+                           status.value("free", 0));
+  for (const json& host : status["hosts"]) {
+    std::string devices;
+    for (const json& d : host["devices"]) devices += (devices.empty() ? "" : ",") + d.get<std::string>();
+    std::cout << fmt::format(" {}:{}{}", host["host"].get<std::string>(), host["slots"].get<int>(),
+                             devices.empty() ? "" : " (GPUs " + devices + ")");
+  }
+  std::cout << "\n";
+  std::vector<std::vector<std::string>> rows = {{"JOB", "PRIORITY", "STATE", "HELD", "TARGET", "MIN", "MAX", "SLOTS"}};
+  for (const json& job : status["jobs"]) {
+    std::string slots;
+    for (const auto& [host, list] : job["slots"].items()) {
+      std::string ids;
+      for (const json& s : list) {
+        ids += (ids.empty() ? "" : ",") + std::to_string(s["slot"].get<int>());
+        if (s.contains("gpu")) ids += "=gpu" + s["gpu"].get<std::string>();
+      }
+      slots += (slots.empty() ? "" : " ") + host + "[" + ids + "]";
+    }
+    int releasing = job.value("releasing", 0);
+    rows.push_back({Text(job["job"]), Text(job["priority"]), Text(job["state"]),
+                    Text(job["held"]) + (releasing > 0 ? "+" + std::to_string(releasing) + " leaving" : ""),
+                    Text(job["target"]), Text(job["min_np"]), Text(job["max_np"]), slots.empty() ? "-" : slots});
+  }
+  if (rows.size() == 1) {
+    std::cout << "No jobs.\n";
+  } else {
+    std::cout << Table(rows);
+  }
+  return 0;
+}
+
+int PriorityMain(int argc, char** argv) {
+  CLI::App app("Changes a pool job's priority (its weight in the fair share); slots move at the "
+               "jobs' next commits.", "pool priority");
+  std::string pool_name, job;
+  int64_t priority = 0;
+  app.add_option("job", job, "The job's name in the pool (see etrun pool status).")->required();
+  app.add_option("priority", priority, "The new priority, 1..1000000 (default of a job: 5000).")->required();
+  app.add_option("--pool", pool_name, "The pool; optional when only one runs.");
+  if (int code = Parse(app, argc, argv); code >= 0) return code;
+  if (priority < 1 || priority > 1000000) {
+    return Error("priority: expected 1..1000000, got " + std::to_string(priority), 2);
+  }
+  JobEntry entry;
+  json reply;
+  std::string err;
+  if (!FindPool(pool_name, &entry, &err) ||
+      !Ask(entry, "POST", "/priority", {{"job", job}, {"priority", priority}}, &reply, &err)) {
+    return Error(err, 1);
+  }
+  std::cout << fmt::format("job '{}' of pool '{}' now has priority {}\n", job, entry.job, priority);
+  return 0;
+}
+
+int StopMain(int argc, char** argv) {
+  CLI::App app("Stops a pool. Its jobs train on with the slots they hold and join again when a "
+               "pool of that name is back.", "pool stop");
+  std::string name;
+  app.add_option("name", name, "The pool; optional when only one runs.");
+  if (int code = Parse(app, argc, argv); code >= 0) return code;
+  JobEntry entry;
+  json reply;
+  std::string err;
+  if (!FindPool(name, &entry, &err) || !Ask(entry, "POST", "/stop", nullptr, &reply, &err)) return Error(err, 1);
+  std::cout << "pool '" << entry.job << "' stops\n";
+  return 0;
+}
+
+int TokenMain(int argc, char** argv) {
+  CLI::App app("Prints a pool's token, for jobs on other machines (ETRUN_POOL_TOKEN; only with "
+               "`pool start --listen`). Keep it secret: it lets its holder join and steer the pool.",
+               "pool token");
+  std::string name;
+  app.add_option("name", name, "The pool; optional when only one runs.");
+  if (int code = Parse(app, argc, argv); code >= 0) return code;
+  JobEntry entry;
+  std::string err;
+  if (!FindPool(name, &entry, &err)) return Error(err, 1);
+  std::cout << entry.token << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int PoolMain(int argc, char** argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    std::cout << kUsage << "\n";
+    return argc < 2 ? 2 : 0;
+  }
+  std::string verb = argv[1];
+  if (verb == "start") return StartMain(argc - 1, argv + 1);
+  if (verb == "status") return StatusMain(argc - 1, argv + 1);
+  if (verb == "priority") return PriorityMain(argc - 1, argv + 1);
+  if (verb == "stop") return StopMain(argc - 1, argv + 1);
+  if (verb == "token") return TokenMain(argc - 1, argv + 1);
+  return Error("etrun pool: unknown command '" + verb + "': " + kUsage, 2);
+}
+
+}  // namespace etrun::cli

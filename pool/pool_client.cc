@@ -1,0 +1,240 @@
+#include "pool/pool_client.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <charconv>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "discovery/network.h"
+
+namespace etrun::pool {
+
+namespace {
+
+constexpr std::chrono::milliseconds kRequestTimeout(3000);
+
+// "HOST:PORT" -> address and port; false for a plain pool name.
+bool SplitAddress(const std::string& spec, std::string* host, int* port) {
+  size_t colon = spec.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  const char* first = spec.data() + colon + 1;
+  const char* last = spec.data() + spec.size();
+  auto [end, ec] = std::from_chars(first, last, *port);
+  if (ec != std::errc() || end != last || *port < 1 || *port > 65535) return false;
+  *host = spec.substr(0, colon);
+  return true;
+}
+
+nlohmann::json Lists(const HostLists& lists) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [host, list] : lists) j[host] = list;
+  return j;
+}
+
+std::string ErrorOf(const std::string& reply) {
+  nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_string()) return j["error"].get<std::string>();
+  return reply;
+}
+
+}  // namespace
+
+PoolClient::PoolClient(ClientOptions options) : options_(std::move(options)) {}
+
+PoolClient::~PoolClient() { Stop(); }
+
+bool PoolClient::Find(launcher::JobEntry* entry, std::string* err) const {
+  std::string host;
+  int port = 0;
+  if (SplitAddress(options_.pool, &host, &port)) {
+    std::vector<uint32_t> ips = discovery::ResolveIPv4(host);
+    if (ips.empty()) {
+      *err = "--pool " + options_.pool + ": cannot resolve " + host;
+      return false;
+    }
+    if (options_.token.empty()) {
+      *err = "--pool " + options_.pool + " is on another machine: set ETRUN_POOL_TOKEN to the token "
+             "its `etrun pool start --listen` printed";
+      return false;
+    }
+    in_addr a{htonl(ips[0])};
+    char text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &a, text, sizeof(text));
+    entry->job = options_.pool;
+    entry->address = text;
+    entry->port = port;
+    entry->token = options_.token;
+    return true;
+  }
+  std::vector<launcher::JobEntry> pools = launcher::ListJobs(err, launcher::kPoolRegistry);
+  if (!err->empty()) return false;
+  for (const launcher::JobEntry& p : pools) {
+    if (p.job == options_.pool) {
+      *entry = p;
+      return true;
+    }
+  }
+  std::string names;
+  for (const launcher::JobEntry& p : pools) names += (names.empty() ? "" : ", ") + p.job;
+  *err = "no pool named '" + options_.pool + "' (running: " + (names.empty() ? "none" : names) +
+         "): start it with `etrun pool start " + options_.pool + " -H HOST:SLOTS`";
+  return false;
+}
+
+bool PoolClient::JoinWith(const launcher::JobEntry& entry, std::string* err) {
+  char machine[256] = {};
+  gethostname(machine, sizeof(machine) - 1);
+  HostLists held;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held = held_;
+  }
+  const JoinRequest& r = options_.join;
+  nlohmann::json body = {{"name", r.name}, {"priority", r.priority}, {"min_np", r.min_np},
+                         {"max_np", r.max_np}, {"pid", r.pid}, {"machine", machine},
+                         {"held", Lists(held)}};
+  std::string reply;
+  int status = launcher::ControlRequest(entry, "POST", "/jobs", body.dump(), &reply, err, kRequestTimeout);
+  if (status == 0) return false;
+  nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
+  if (status != 200 || !j.is_object() || !j.contains("id") || !j["id"].is_string()) {
+    *err = "pool '" + options_.pool + "' refused the job: " + ErrorOf(reply);
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  entry_ = entry;
+  id_ = j["id"].get<std::string>();
+  return true;
+}
+
+bool PoolClient::Join(std::string* err) {
+  launcher::JobEntry entry;
+  if (!Find(&entry, err) || !JoinWith(entry, err)) return false;
+  spdlog::info("joined pool '{}' as '{}' (priority {}, {}..{} slots)", options_.pool, id_,
+               options_.join.priority, options_.join.min_np, options_.join.max_np);
+  return true;
+}
+
+void PoolClient::Leave() {
+  Stop();
+  launcher::JobEntry entry;
+  std::string id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    entry = entry_;
+    id = id_;
+  }
+  if (id.empty()) return;
+  std::string reply, err;
+  int status = launcher::ControlRequest(entry, "DELETE", "/jobs/" + id, "", &reply, &err, kRequestTimeout);
+  if (status != 200) {
+    spdlog::warn("could not tell pool '{}' that the job ended ({}); it frees the slots when it "
+                 "sees etrun gone", options_.pool, status == 0 ? err : ErrorOf(reply));
+  }
+}
+
+void PoolClient::Run(std::function<void(discovery::ScriptResult)> done) {
+  if (thread_.joinable()) thread_.join();
+  thread_ = std::thread([this, done = std::move(done)] { done(Sync()); });
+}
+
+void PoolClient::Stop() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void PoolClient::ReportLive(HostLists live) {
+  std::lock_guard<std::mutex> lock(mu_);
+  live_ = std::move(live);
+}
+
+std::vector<SlotView> PoolClient::Slots(const std::string& host) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(host);
+  return it == slots_.end() ? std::vector<SlotView>{} : it->second;
+}
+
+// One sync; on the sync thread.
+discovery::ScriptResult PoolClient::Sync() {
+  launcher::JobEntry entry;
+  std::string id, last;
+  HostLists live;
+  bool lost;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    entry = entry_;
+    id = id_;
+    live = live_;
+    last = last_output_;
+    lost = lost_;
+  }
+  std::string reply, err;
+  nlohmann::json body = {{"live", Lists(live)}};
+  int status = 0;
+  if (!lost) {
+    status = launcher::ControlRequest(entry, "POST", "/jobs/" + id + "/sync", body.dump(), &reply,
+                                      &err, kRequestTimeout);
+  }
+  if (status == 0 || status == 404) {
+    // The pool went away (or restarted, or counted this job gone): join it again with what we
+    // hold; until then train on the last grant.
+    launcher::JobEntry found;
+    std::string why;
+    if (!lost) {
+      spdlog::warn("pool '{}' {}: training on the slots held; joining again when it is back",
+                   options_.pool, status == 0 ? "cannot be reached (" + err + ")" : "no longer knows this job");
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      lost_ = true;
+    }
+    if (!Find(&found, &why) || !JoinWith(found, &why)) return {true, last, "", ""};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      lost_ = false;
+      id = id_;
+    }
+    spdlog::info("joined pool '{}' again as '{}'", options_.pool, id);
+    err.clear();
+    status = launcher::ControlRequest(found, "POST", "/jobs/" + id + "/sync", body.dump(), &reply,
+                                      &err, kRequestTimeout);
+    if (status == 0) return {true, last, "", ""};
+  }
+  nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
+  if (status != 200 || !j.is_object() || !j.contains("hosts") || !j["hosts"].is_array()) {
+    return {false, "", "", "pool '" + options_.pool + "' answered " + std::to_string(status) + ": " + ErrorOf(reply)};
+  }
+  std::string output;
+  HostLists held;
+  std::map<std::string, std::vector<SlotView>> views;
+  try {
+    for (const nlohmann::json& h : j["hosts"]) {
+      std::string host = h.at("host").get<std::string>();
+      std::vector<int> slots = h.at("slots").get<std::vector<int>>();
+      std::vector<std::string> devices = h.at("devices").get<std::vector<std::string>>();
+      if (slots.empty()) continue;
+      output += host + ":" + std::to_string(slots.size()) + "\n";
+      for (size_t k = 0; k < slots.size(); ++k) {
+        views[host].push_back({slots[k], k < devices.size() ? devices[k] : ""});
+      }
+      held[host] = std::move(slots);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return {false, "", "", "pool '" + options_.pool + "' sent a bad grant: " + e.what()};
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  held_ = std::move(held);
+  // A local rank keeps its entry after it is given back (its process may still be starting or
+  // draining); the pool grants that place again only with a new entry, written here first.
+  for (auto& [host, list] : views) {
+    std::vector<SlotView>& mine = slots_[host];
+    if (mine.size() < list.size()) mine.resize(list.size());
+    for (size_t k = 0; k < list.size(); ++k) mine[k] = list[k];
+  }
+  last_output_ = output;
+  return {true, output, "", ""};
+}
+
+}  // namespace etrun::pool

@@ -1,0 +1,88 @@
+// A job's side of a shared slot pool (`etrun --pool NAME`): the pool stands in for the host
+// discovery script. Each "discovery run" is one sync with the pool: the job reports the local
+// ranks that still have a live process on each host (so the pool can free slots the job gave
+// back) and gets its grant, printed as the script's `host:slots` lines; the slot and GPU of each
+// local rank are kept for the ranks' environment.
+//
+// When the pool cannot be reached the job keeps training on what it holds (the last grant is
+// answered again) and joins again, with those slots, as soon as the pool is back.
+//
+// PoolLink is what ElasticPolicy sees (tests fake it); PoolClient speaks HTTP to the pool daemon
+// (pool/pool_daemon.h) with the token of its registry file, or of ETRUN_POOL_TOKEN for a pool on
+// another machine (--pool HOST:PORT).
+#ifndef ETRUN_POOL_POOL_CLIENT_H_
+#define ETRUN_POOL_POOL_CLIENT_H_
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "discovery/script_runner.h"
+#include "launcher/control.h"
+#include "pool/pool_state.h"
+
+namespace etrun::pool {
+
+// One local rank's place in the pool.
+struct SlotView {
+  int slot = -1;
+  std::string device;  // GPU id; "" for a plain slot
+};
+
+class PoolLink : public discovery::ScriptRunner {
+ public:
+  // Loop thread, before each Run: local ranks with a live process, per host.
+  virtual void ReportLive(HostLists live) = 0;
+  // The pool slots of `host`'s local ranks as last granted (index = local rank). A local rank
+  // keeps its entry after it is given back, until the pool grants that place again.
+  virtual std::vector<SlotView> Slots(const std::string& host) const = 0;
+  virtual std::string name() const = 0;
+};
+
+struct ClientOptions {
+  std::string pool;    // a pool name of this user, or HOST:PORT
+  std::string token;   // for HOST:PORT (ETRUN_POOL_TOKEN)
+  JoinRequest join;    // name, priority, min/max, pid
+};
+
+class PoolClient : public PoolLink {
+ public:
+  explicit PoolClient(ClientOptions options);
+  ~PoolClient() override;
+
+  // Finds the pool and joins it; blocking, before the job's loop runs. Returns false and sets
+  // *err (no such pool: how to start it; the pool refused: why).
+  bool Join(std::string* err);
+  // The job ended: its slots go back to the pool at once. Blocking; errors are only logged.
+  void Leave();
+
+  void Run(std::function<void(discovery::ScriptResult)> done) override;
+  void Stop() override;
+  void ReportLive(HostLists live) override;
+  std::vector<SlotView> Slots(const std::string& host) const override;
+  std::string name() const override { return options_.pool; }
+  const std::string& id() const { return id_; }
+
+ private:
+  bool Find(launcher::JobEntry* entry, std::string* err) const;
+  bool JoinWith(const launcher::JobEntry& entry, std::string* err);
+  discovery::ScriptResult Sync();
+
+  ClientOptions options_;
+  std::thread thread_;
+  mutable std::mutex mu_;  // guards the fields below (the sync thread writes them)
+  launcher::JobEntry entry_;
+  std::string id_;
+  HostLists live_;
+  HostLists held_;                                 // the last grant: slots per host
+  std::map<std::string, std::vector<SlotView>> slots_;
+  std::string last_output_;
+  bool lost_ = false;                              // the pool could not be reached
+};
+
+}  // namespace etrun::pool
+
+#endif  // ETRUN_POOL_POOL_CLIENT_H_

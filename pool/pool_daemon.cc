@@ -1,0 +1,385 @@
+#include "pool/pool_daemon.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <iostream>
+#include <memory>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
+#include "discovery/discovery_output.h"
+#include "discovery/network.h"
+#include "events/event_log.h"
+#include "events/schema.h"
+#include "launcher/control.h"
+#include "launcher/gpu_slots.h"
+#include "launcher/shell_script_runner.h"
+#include "pool/pool_state.h"
+
+namespace etrun::pool {
+
+namespace asio = boost::asio;
+namespace field = events::field;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::chrono::milliseconds kTick(100);
+
+bool Alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+
+std::string Hostname() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// The devices of each host, by DaemonOptions::gpus.
+class Devices {
+ public:
+  bool Init(const DaemonOptions& options, const std::vector<std::string>& environment, std::string* err) {
+    ranks_per_gpu_ = options.ranks_per_gpu;
+    interfaces_ = discovery::LocalInterfaces();
+    if (options.gpus == "none") return true;
+    if (options.gpus != "auto") {
+      int count = 0;
+      auto [end, ec] = std::from_chars(options.gpus.data(), options.gpus.data() + options.gpus.size(), count);
+      if (ec != std::errc() || end != options.gpus.data() + options.gpus.size() || count < 1) {
+        *err = "--gpus " + options.gpus + ": give auto, none or a count of GPUs per host";
+        return false;
+      }
+      for (int i = 0; i < count; ++i) every_.push_back(std::to_string(i));
+      return true;
+    }
+    launcher::GpuSlots gpus;
+    gpus.ranks_per_gpu = 1;
+    std::string warning;
+    if (!launcher::DetectLocalGpus(environment, &gpus, &warning, err)) {
+      // nvidia-smi failed or found none: a CPU machine as far as the pool can tell.
+      spdlog::info("no GPUs on this machine ({}): the pool hands out plain slots", *err);
+      err->clear();
+      return true;
+    }
+    if (!gpus.counted) return true;  // no nvidia-smi: plain slots
+    local_ = gpus.pool;
+    auto_remote_ = true;
+    spdlog::info("this machine's GPUs ({}): {}", gpus.source, fmt::join(local_, ","));
+    return true;
+  }
+
+  PoolHost Make(const discovery::HostSlots& h) const {
+    PoolHost host{h.name, h.slots, every_};
+    if (auto_remote_) {
+      if (discovery::IsLocalHost(h.name, interfaces_)) {
+        host.devices = local_;
+      } else {
+        for (int i = 0; i * ranks_per_gpu_ < h.slots; ++i) host.devices.push_back(std::to_string(i));
+      }
+    }
+    // With GPUs, a host has no more slots than its GPUs can carry.
+    int most = static_cast<int>(host.devices.size()) * ranks_per_gpu_;
+    if (!host.devices.empty() && host.slots > most) {
+      spdlog::warn("{} lists {} slots but has {} GPU{} x --ranks-per-gpu {}: using {}", h.name,
+                   h.slots, host.devices.size(), host.devices.size() == 1 ? "" : "s", ranks_per_gpu_, most);
+      host.slots = most;
+    }
+    return host;
+  }
+
+ private:
+  int ranks_per_gpu_ = 1;
+  std::vector<discovery::Interface> interfaces_;
+  std::vector<std::string> every_;  // --gpus N
+  std::vector<std::string> local_;  // auto: this machine's
+  bool auto_remote_ = false;
+};
+
+class Daemon {
+ public:
+  Daemon(const DaemonOptions& options)
+      : options_(options),
+        state_(options.name, options.ranks_per_gpu, options.min_hold,
+               [this](const char* event, json fields) { OnEvent(event, std::move(fields)); }),
+        signals_(io_, SIGINT, SIGTERM, SIGHUP),
+        tick_(io_),
+        poll_(io_),
+        machine_(Hostname()) {}
+
+  int Run(const std::vector<std::string>& environment) {
+    std::string err;
+    if (!devices_.Init(options_, environment, &err)) return Fail(err, 2);
+    if (!options_.events_file.empty() && !events_.Open(options_.events_file, &err)) {
+      return Fail("--events-file " + options_.events_file + ": " + err, 2);
+    }
+    std::string address = "127.0.0.1";
+    int port = 0;
+    if (!options_.listen.empty() && !SplitListen(options_.listen, &address, &port, &err)) return Fail(err, 2);
+    for (const launcher::JobEntry& p : launcher::ListJobs(&err, launcher::kPoolRegistry)) {
+      if (p.job == options_.name) {
+        return Fail(fmt::format("pool '{}' is already running (pid {}): stop it with `etrun pool "
+                                "stop {}` or pick another name", p.job, p.pid, p.job), 1);
+      }
+    }
+    if (!err.empty()) return Fail(err, 1);
+    server_ = std::make_unique<launcher::ControlServer>(
+        &io_, [this](const rendezvous::HttpRequest& r, std::function<void(int, json)> respond) {
+          Handle(r, std::move(respond));
+        });
+    if (!server_->Start(options_.name, &err, launcher::kPoolRegistry, address, port)) {
+      return Fail("cannot open pool '" + options_.name + "': " + err, 1);
+    }
+    json hosts = json::array();
+    if (options_.discovery_script.empty()) {
+      SetHosts(options_.hosts);
+    } else {
+      discovery_ = std::make_unique<launcher::ShellScriptRunner>(options_.discovery_script,
+                                                                  options_.discovery_timeout);
+    }
+    for (const PoolHost& h : state_.hosts()) {
+      hosts.push_back({{field::kHost, h.name}, {field::kSlots, h.slots}, {field::kDevices, h.devices}});
+    }
+    events_.Emit(events::kPoolStart, {{field::kPool, options_.name}, {field::kHosts, hosts},
+                                      {field::kTotal, state_.total()}});
+    spdlog::info("pool '{}' is up: {} slots on {} host{}{}; jobs join with `etrun --pool {} "
+                 "[--priority N] --min-np N --max-np N COMMAND`",
+                 options_.name, state_.total(), state_.hosts().size(),
+                 state_.hosts().size() == 1 ? "" : "s",
+                 options_.discovery_script.empty() ? "" : " (hosts from the discovery script)",
+                 options_.name);
+    if (address != "127.0.0.1") {
+      spdlog::warn("pool '{}' listens on {}:{}: anyone with its token (`etrun pool token {}`) "
+                   "can join or steer it", options_.name, address, server_->entry().port, options_.name);
+    }
+    signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (!ec) Shutdown(fmt::format("signal {}", sig));
+    });
+    Tick();
+    if (discovery_) Poll();
+    io_.run();
+    if (discovery_) discovery_->Stop();
+    return 0;
+  }
+
+ private:
+  int Fail(const std::string& err, int code) {
+    spdlog::error("{}", err);
+    return code;
+  }
+
+  static bool SplitListen(const std::string& text, std::string* address, int* port, std::string* err) {
+    size_t colon = text.rfind(':');
+    auto [end, ec] = colon == std::string::npos
+                         ? std::from_chars_result{text.data(), std::errc::invalid_argument}
+                         : std::from_chars(text.data() + colon + 1, text.data() + text.size(), *port);
+    if (ec != std::errc() || end != text.data() + text.size() || *port < 0 || *port > 65535 ||
+        discovery::ResolveIPv4(text.substr(0, colon)).empty()) {
+      *err = "--listen " + text + ": give ADDRESS:PORT, e.g. 0.0.0.0:7070";
+      return false;
+    }
+    *address = text.substr(0, colon);
+    return true;
+  }
+
+  void SetHosts(const std::vector<discovery::HostSlots>& hosts) {
+    std::vector<PoolHost> made;
+    for (const discovery::HostSlots& h : hosts) made.push_back(devices_.Make(h));
+    state_.SetHosts(std::move(made), Now());
+  }
+
+  void Poll() {
+    discovery_->Run([this](discovery::ScriptResult result) {
+      asio::post(io_, [this, result = std::move(result)] {
+        std::vector<discovery::HostSlots> hosts;
+        std::vector<std::string> warnings;
+        std::string err;
+        if (!result.ok) {
+          spdlog::warn("pool discovery script failed ({}): keeping the hosts", result.failure);
+        } else if (!discovery::ParseDiscoveryOutput(result.output, 1, &hosts, &warnings, &err)) {
+          spdlog::warn("pool discovery script printed a bad {}: keeping the hosts", err);
+        } else {
+          for (const std::string& w : warnings) spdlog::warn("pool discovery script {}", w);
+          SetHosts(hosts);
+        }
+        if (stopping_) return;
+        poll_.expires_after(options_.discovery_interval);
+        poll_.async_wait([this](const boost::system::error_code& ec) {
+          if (!ec) Poll();
+        });
+      });
+    });
+  }
+
+  void Tick() {
+    tick_.expires_after(kTick);
+    tick_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      auto now = Now();
+      for (const auto& [id, pid] : state_.LocalJobs()) {
+        if (!Alive(pid)) state_.Leave(id, events::kCrashed, now);
+      }
+      for (const auto& [id, heard] : state_.RemoteJobs()) {
+        if (now - heard > options_.lease) state_.Leave(id, events::kLost, now);
+      }
+      state_.Tick(now);
+      std::string why;
+      if (!state_.Consistent(&why)) spdlog::error("pool book inconsistent: {}", why);
+      Tick();
+    });
+  }
+
+  void Shutdown(const std::string& why) {
+    if (stopping_) return;
+    stopping_ = true;
+    spdlog::info("pool '{}' stops ({}); its jobs train on with the slots they hold", options_.name, why);
+    events_.Emit(events::kPoolStop);
+    server_.reset();  // unpublished: jobs find no pool and train on
+    io_.stop();
+  }
+
+  void OnEvent(const char* event, json fields) {
+    std::string name = event;
+    if (name == events::kPoolAllocation) {
+      std::string text;
+      for (const auto& [job, held] : fields[field::kHeld].items()) {
+        text += fmt::format("{}{} {}/{}", text.empty() ? "" : ", ", job, held.get<int>(),
+                            fields[field::kTarget].value(job, 0));
+      }
+      spdlog::info("allocation (held/target of {}): {}{}", fields[field::kTotal].get<int>(),
+                   text.empty() ? "no jobs" : text,
+                   fields[field::kQueued].empty() ? "" : "; queued: " + fields[field::kQueued].dump());
+    } else if (name == events::kPoolJobJoined) {
+      spdlog::info("job '{}' joined (priority {}, {}..{} slots)", fields[field::kJob].get<std::string>(),
+                   fields[field::kPriority].get<int>(), fields[field::kMinNp].get<int>(),
+                   fields[field::kMaxNp].get<int>());
+    } else if (name == events::kPoolJobLeft) {
+      spdlog::info("job '{}' left ({})", fields[field::kJob].get<std::string>(),
+                   fields[field::kReason].get<std::string>());
+    } else if (name == events::kPoolPriority) {
+      spdlog::info("job '{}' priority {}", fields[field::kJob].get<std::string>(),
+                   fields[field::kPriority].get<int>());
+    }
+    events_.Emit(event, std::move(fields));
+  }
+
+  void Handle(const rendezvous::HttpRequest& r, std::function<void(int, json)> respond) {
+    auto now = Now();
+    std::string path = r.target.substr(0, r.target.find('?'));
+    if (r.method == "GET" && path == "/status") return respond(200, state_.Status(now));
+    if (r.method == "POST" && path == "/stop") {
+      respond(200, {{"ok", true}});
+      asio::post(io_, [this] { Shutdown("asked to stop"); });
+      return;
+    }
+    json body = json::parse(r.body.empty() ? "{}" : r.body, nullptr, false);
+    if (!body.is_object()) return respond(400, {{"error", "the body is not a JSON object"}});
+    if (r.method == "POST" && path == "/jobs") return Join(body, now, respond);
+    if (r.method == "POST" && path == "/priority") {
+      std::string err;
+      if (!body.contains("job") || !body["job"].is_string() || !body.contains("priority") ||
+          !body["priority"].is_number_integer()) {
+        return respond(400, {{"error", "expected {\"job\": NAME, \"priority\": N}"}});
+      }
+      int64_t priority = body["priority"].get<int64_t>();
+      std::string job = body["job"].get<std::string>();
+      // Out of int range: refused by SetPriority's range check like any other bad number.
+      int value = priority < 1 || priority > INT32_MAX ? 0 : static_cast<int>(priority);
+      if (!state_.SetPriority(job, value, now, &err)) {
+        return respond(state_.HasJob(job) ? 400 : 404, {{"error", err}});
+      }
+      return respond(200, {{"ok", true}});
+    }
+    static constexpr std::string_view kJobs = "/jobs/";
+    if (path.starts_with(kJobs)) {
+      std::string rest = path.substr(kJobs.size());
+      size_t slash = rest.find('/');
+      std::string id = rest.substr(0, slash);
+      std::string verb = slash == std::string::npos ? "" : rest.substr(slash + 1);
+      if (r.method == "DELETE" && verb.empty()) {
+        if (!state_.Leave(id, events::kEnded, now)) return respond(404, {{"error", "no job '" + id + "'"}});
+        return respond(200, {{"ok", true}});
+      }
+      if (r.method == "POST" && verb == "sync") return Sync(id, body, now, respond);
+    }
+    respond(404, {{"error", "no such endpoint: " + r.method + " " + path}});
+  }
+
+  static bool ReadLists(const json& j, HostLists* out) {
+    if (!j.is_object()) return false;
+    for (const auto& [host, list] : j.items()) {
+      if (!list.is_array()) return false;
+      for (const json& v : list) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) return false;
+        (*out)[host].push_back(v.get<int>());
+      }
+    }
+    return true;
+  }
+
+  void Join(const json& body, PoolTime now, const std::function<void(int, json)>& respond) {
+    static const char kShape[] =
+        "expected {\"name\", \"priority\", \"min_np\", \"max_np\", \"pid\", \"machine\", \"held\"}";
+    JoinRequest request;
+    try {
+      request.name = body.at("name").get<std::string>();
+      request.priority = body.at("priority").get<int>();
+      request.min_np = body.at("min_np").get<int>();
+      request.max_np = body.at("max_np").get<int>();
+      request.pid = body.value("pid", 0);
+      request.local = body.value("machine", "") == machine_;
+    } catch (const json::exception&) {
+      return respond(400, {{"error", kShape}});
+    }
+    if (body.contains("held") && !ReadLists(body["held"], &request.held)) return respond(400, {{"error", kShape}});
+    std::string err;
+    std::string id = state_.Join(request, now, &err);
+    if (id.empty()) return respond(400, {{"error", err}});
+    respond(200, {{"id", id}});
+  }
+
+  void Sync(const std::string& id, const json& body, PoolTime now,
+            const std::function<void(int, json)>& respond) {
+    HostLists live;
+    if (!body.contains("live") || !ReadLists(body["live"], &live)) {
+      return respond(400, {{"error", "expected {\"live\": {host: [local ranks]}}"}});
+    }
+    Grant grant;
+    std::string err;
+    if (!state_.Sync(id, live, now, &grant, &err)) return respond(404, {{"error", err}});
+    json hosts = json::array();
+    for (const Grant::Host& h : grant.hosts) {
+      hosts.push_back({{"host", h.name}, {"slots", h.slots}, {"devices", h.devices}});
+    }
+    respond(200, {{"hosts", hosts}, {"target", grant.target}, {"queued", grant.queued}});
+  }
+
+  static PoolTime Now() { return std::chrono::steady_clock::now(); }
+
+  DaemonOptions options_;
+  asio::io_context io_;
+  events::EventLog events_;
+  PoolState state_;
+  Devices devices_;
+  asio::signal_set signals_;
+  asio::steady_timer tick_;
+  asio::steady_timer poll_;
+  std::unique_ptr<launcher::ShellScriptRunner> discovery_;
+  std::unique_ptr<launcher::ControlServer> server_;
+  std::string machine_;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+int RunPoolDaemon(const DaemonOptions& options, const std::vector<std::string>& environment) {
+  Daemon daemon(options);
+  return daemon.Run(environment);
+}
+
+}  // namespace etrun::pool

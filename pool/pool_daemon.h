@@ -1,0 +1,49 @@
+// The shared slot pool daemon (`etrun pool start NAME ...`): one process per pool, in the
+// foreground, that owns the PoolState and serves it over HTTP beside etrun's job control
+// endpoints (launcher/control.h: a random token in a 0600 registry file, under "pools/"), so
+// only its user (and root) can join or steer it. Listens on 127.0.0.1 unless --listen opens it
+// to other machines; then jobs there pass --pool HOST:PORT with the token in ETRUN_POOL_TOKEN.
+//
+// Endpoints (JSON): GET /status; POST /jobs (join); POST /jobs/ID/sync (report live ranks, get
+// the grant); DELETE /jobs/ID (the job ended); POST /priority {"job", "priority"}; POST /stop.
+// A job's etrun on this machine is watched by pid: when it is gone its slots are free at once
+// (its guardian has killed its ranks). Jobs elsewhere are counted gone after --lease without a
+// sync. Stopping the pool (SIGINT, SIGTERM, `etrun pool stop`) leaves jobs training on what they
+// hold; they join again when a pool of that name is back.
+#ifndef ETRUN_POOL_POOL_DAEMON_H_
+#define ETRUN_POOL_POOL_DAEMON_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "discovery/host_slots.h"
+
+namespace etrun::pool {
+
+inline constexpr int kDefaultMinHoldMs = 5000;
+inline constexpr int kDefaultLeaseMs = 15000;
+
+struct DaemonOptions {
+  std::string name;
+  std::vector<discovery::HostSlots> hosts;  // -H / --hostfile; empty with a discovery script
+  std::string discovery_script;
+  std::chrono::milliseconds discovery_interval{1000};
+  std::chrono::milliseconds discovery_timeout{30000};
+  // GPU ids per host: "auto" (this machine's GPUs by CUDA_VISIBLE_DEVICES or nvidia-smi; other
+  // hosts 0..n-1 when this machine has GPUs; plain slots when it has none), "none", or a count.
+  std::string gpus = "auto";
+  int ranks_per_gpu = 1;
+  std::chrono::milliseconds min_hold{kDefaultMinHoldMs};
+  std::chrono::milliseconds lease{kDefaultLeaseMs};
+  std::string events_file;
+  std::string listen;  // "ADDR:PORT"; empty: 127.0.0.1, any port
+};
+
+// Runs the pool until stopped. Returns the exit code: 0 stopped, 1 failed to start (one error
+// line logged), 2 bad options.
+int RunPoolDaemon(const DaemonOptions& options, const std::vector<std::string>& environment);
+
+}  // namespace etrun::pool
+
+#endif  // ETRUN_POOL_POOL_DAEMON_H_
