@@ -25,8 +25,9 @@ inline constexpr char kResetBegin[] = "reset_begin";
 inline constexpr char kWorldReady[] = "world_ready";
 
 // The shared GPU pool's events (`etrun pool start --events-file`; a pool's file holds only these).
-// pool_start: pool, hosts [{host, slots, devices}], total. pool_hosts: hosts, total (the pool's
-// hosts changed). pool_job_joined: job, priority, min_np, max_np. pool_priority: job, priority.
+// pool_start: pool, hosts [{host, slots, devices}] (-H/--hostfile; empty with a discovery
+// script), total. pool_hosts: hosts, total (the pool's slots: right after pool_start, and
+// whenever discovery changes them). pool_job_joined: job, priority, min_np, max_np. pool_priority: job, priority.
 // pool_job_left: job, reason ("ended", "crashed", "lost": no word from it for the lease).
 // pool_allocation: total, held {job: slots}, target {job: slots}, queued [job]; written whenever
 // one of them changes. `held` counts every slot a job has or is still giving back, so the held

@@ -136,17 +136,22 @@ class Daemon {
       return Fail("cannot open pool '" + options_.name + "': " + err, 1);
     }
     json hosts = json::array();
+    std::vector<PoolHost> fixed;
+    int total = 0;
+    for (const discovery::HostSlots& h : options_.hosts) {
+      fixed.push_back(devices_.Make(h));
+      hosts.push_back({{field::kHost, fixed.back().name}, {field::kSlots, fixed.back().slots},
+                       {field::kDevices, fixed.back().devices}});
+      total += fixed.back().slots;
+    }
+    events_.Emit(events::kPoolStart, {{field::kPool, options_.name}, {field::kHosts, hosts},
+                                      {field::kTotal, total}});
     if (options_.discovery_script.empty()) {
-      SetHosts(options_.hosts);
+      state_.SetHosts(std::move(fixed), Now());
     } else {
       discovery_ = std::make_unique<launcher::ShellScriptRunner>(options_.discovery_script,
                                                                   options_.discovery_timeout);
     }
-    for (const PoolHost& h : state_.hosts()) {
-      hosts.push_back({{field::kHost, h.name}, {field::kSlots, h.slots}, {field::kDevices, h.devices}});
-    }
-    events_.Emit(events::kPoolStart, {{field::kPool, options_.name}, {field::kHosts, hosts},
-                                      {field::kTotal, state_.total()}});
     spdlog::info("pool '{}' is up: {} slots on {} host{}{}; jobs join with `etrun --pool {} "
                  "[--priority N] --min-np N --max-np N COMMAND`",
                  options_.name, state_.total(), state_.hosts().size(),

@@ -1,0 +1,368 @@
+"""The shared slot pool end to end (issue 12): a real `etrun pool start` daemon, real etrun jobs
+joined with --pool, Horovod-protocol stand-ins training on loopback.
+
+The walkthrough test is the README's scenario on 8 CPU slots: training 1 alone gets 8; training 2
+arrives: 4/4; training 2's priority 10000: 5/3; training 1 ends: training 2 grows to 8. It checks
+the pool's allocations and the workers' world sizes at every stage, that every training step was
+committed exactly once (the stand-ins' state history), and, sampling /proc all along, that no pool
+slot ever had processes of two jobs at once.
+"""
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from conftest import ETRUN, PYTHON, ROOT, processes_with_marker, run_etrun, wait_until
+
+_spec = importlib.util.spec_from_file_location("chaos", os.path.join(ROOT, "scripts", "soak", "chaos.py"))
+chaos = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(chaos)
+
+STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "elastic_standin.py")
+
+
+def pool_status(name):
+    r = run_etrun(["pool", "status", name, "--json"], timeout=20)
+    if r.returncode != 0:
+        return None
+    return json.loads(r.stdout)
+
+
+def held(name):
+    """{job: slots held} of the pool, or None when it cannot be asked."""
+    status = pool_status(name)
+    if status is None:
+        return None
+    return {j["job"]: j["held"] + j["releasing"] for j in status["jobs"]}
+
+
+class Pool:
+    def __init__(self, tmp_path, env, slots=8, extra=()):
+        self.name = "p" + uuid.uuid4().hex[:8]
+        self.events = str(tmp_path / f"{self.name}.jsonl")
+        self.log = open(tmp_path / f"{self.name}.log", "wb")
+        self.env = env
+        self.proc = subprocess.Popen(
+            [ETRUN, "pool", "start", self.name, "-H", f"localhost:{slots}", *(extra or ["--gpus", "none"]),
+             "--min-hold", "1s", "--events-file", self.events],
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, **env})
+        assert wait_until(lambda: pool_status(self.name) is not None, timeout=10), self.text()
+
+    def text(self):
+        self.log.flush()
+        with open(self.log.name, errors="replace") as f:
+            return f.read()
+
+    def allocations(self):
+        out = []
+        with open(self.events) as f:
+            for line in f:
+                e = json.loads(line)
+                if e["event"] == "pool_allocation":
+                    out.append(e)
+        return out
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=10)
+        self.log.close()
+
+
+class Job:
+    """An etrun job on the pool, training a stand-in until its steps file says stop."""
+
+    def __init__(self, tmp_path, pool, name, env, priority=None, min_np=1, max_np=8,
+                 startup=0.3, step_seconds=0.05):
+        self.name = name
+        self.dir = tmp_path / name
+        self.dir.mkdir()
+        self.records = self.dir / "records"
+        self.records.mkdir()
+        self.steps_file = self.dir / "steps"
+        self.out = open(self.dir / "out", "wb")
+        args = [ETRUN, "--pool", pool.name, "--job-name", name, "-np", str(min_np),
+                "--min-np", str(min_np), "--max-np", str(max_np)]
+        if priority is not None:
+            args += ["--priority", str(priority)]
+        args += [PYTHON, STANDIN, "--steps", "1000000", "--step-seconds", str(step_seconds),
+                 "--record-dir", str(self.records), "--steps-file", str(self.steps_file),
+                 "--startup-seconds", str(startup), "--timeout", "120"]
+        self.proc = subprocess.Popen(args, stdout=self.out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL,
+                                     env={**os.environ, **env, "ETRUN_TEST_JOB": name})
+
+    def text(self):
+        self.out.flush()
+        with open(self.out.name, errors="replace") as f:
+            return f.read()
+
+    def trains_at(self, size, after=0):
+        """True once a step was committed in a world of `size` after byte offset `after`."""
+        return f"size {size}" in self.text()[after:] and "step" in self.text()[after:]
+
+    def finish(self, extra_steps=20, timeout=60):
+        """Ends training a few steps from now (rank 0 reads the steps file at every commit)."""
+        total = chaos.max_committed(str(self.records)) + 1 + extra_steps
+        tmp = self.steps_file.with_suffix(".tmp")
+        tmp.write_text(str(total))
+        os.replace(tmp, self.steps_file)
+        self.proc.wait(timeout=timeout)
+        self.out.close()
+        return total
+
+
+class SlotWatch:
+    """Samples /proc: which job's processes sit on which pool slot (ETRUN_POOL_SLOT)."""
+
+    def __init__(self, marker):
+        self.marker = marker.encode()
+        self.clashes = []
+        self.samples = 0
+        self.stop_flag = False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def sample(self):
+        owners = {}
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:
+                continue
+            if self.marker not in env:
+                continue
+            slot = job = None
+            for kv in env:
+                if kv.startswith(b"ETRUN_POOL_SLOT="):
+                    slot = kv[16:].decode()
+                elif kv.startswith(b"ETRUN_TEST_JOB="):
+                    job = kv[15:].decode()
+            if slot is None:
+                continue
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                        continue
+            except OSError:
+                continue
+            owners.setdefault(slot, set()).add(job)
+        for slot, jobs in owners.items():
+            if len(jobs) > 1:
+                self.clashes.append((slot, sorted(jobs)))
+        self.samples += 1
+
+    def run(self):
+        while not self.stop_flag:
+            self.sample()
+            time.sleep(0.02)
+
+    def stop(self):
+        self.stop_flag = True
+        self.thread.join(timeout=10)
+
+
+def check_history(job, total):
+    records, _ = chaos.read_records(str(job.records))
+    failures, chain = chaos.check_steps(records, total)
+    assert not failures, f"{job.name}: {failures[:5]}\n{job.text()[-3000:]}"
+    assert chain == total
+
+
+def test_walkthrough_8_then_4_4_then_5_3_then_8(tmp_path, marker, marker_env):
+    pool = Pool(tmp_path, marker_env)
+    watch = SlotWatch(marker)
+    jobs = []
+    try:
+        one = Job(tmp_path, pool, "train1", marker_env)
+        jobs.append(one)
+        assert wait_until(lambda: held(pool.name) == {"train1": 8} and one.trains_at(8), timeout=60), \
+            pool.text() + one.text()
+
+        mark = len(one.text())
+        two = Job(tmp_path, pool, "train2", marker_env)
+        jobs.append(two)
+        assert wait_until(lambda: held(pool.name) == {"train1": 4, "train2": 4} and
+                          one.trains_at(4, mark) and two.trains_at(4), timeout=60), \
+            pool.text() + one.text()[-2000:] + two.text()[-2000:]
+
+        mark1, mark2 = len(one.text()), len(two.text())
+        r = run_etrun(["pool", "priority", "train2", "10000", "--pool", pool.name])
+        assert r.returncode == 0, r.stderr
+        assert wait_until(lambda: held(pool.name) == {"train1": 3, "train2": 5} and
+                          one.trains_at(3, mark1) and two.trains_at(5, mark2), timeout=60), \
+            pool.text() + one.text()[-2000:] + two.text()[-2000:]
+
+        mark2 = len(two.text())
+        total1 = one.finish()
+        assert one.proc.returncode == 0, one.text()[-3000:]
+        assert wait_until(lambda: held(pool.name) == {"train2": 8} and two.trains_at(8, mark2),
+                          timeout=60), pool.text() + two.text()[-2000:]
+        total2 = two.finish()
+        assert two.proc.returncode == 0, two.text()[-3000:]
+    finally:
+        watch.stop()
+        for j in jobs:
+            if j.proc.poll() is None:
+                j.proc.kill()
+        pool.stop()
+
+    check_history(one, total1)
+    check_history(two, total2)
+    assert watch.samples > 50
+    assert not watch.clashes, f"slots used by two jobs at once: {watch.clashes[:5]}"
+    # The pool's own record: the four stages in order, and never more held than exist.
+    stages = [a["held"] for a in pool.allocations()]
+    for a in pool.allocations():
+        assert sum(a["held"].values()) <= a["total"] == 8
+    want = [{"train1": 8}, {"train1": 4, "train2": 4}, {"train1": 3, "train2": 5}, {"train2": 8}]
+    it = iter(stages)
+    for stage in want:
+        assert any(s == stage for s in it), f"{stage} missing (in order) from {stages}"
+    with open(pool.events) as f:
+        events = [json.loads(line)["event"] for line in f]
+    assert events[0] == "pool_start" and events[-1] == "pool_stop"
+    assert events.count("pool_job_left") == 2
+
+
+def test_a_killed_job_returns_its_slots_at_once(tmp_path, marker, marker_env):
+    pool = Pool(tmp_path, marker_env)
+    watch = SlotWatch(marker)
+    try:
+        one = Job(tmp_path, pool, "victim", marker_env)
+        assert wait_until(lambda: held(pool.name) == {"victim": 8} and one.trains_at(8), timeout=60)
+        two = Job(tmp_path, pool, "other", marker_env)
+        assert wait_until(lambda: held(pool.name) == {"victim": 4, "other": 4} and two.trains_at(4),
+                          timeout=60), pool.text()
+        mark = len(two.text())
+        os.kill(one.proc.pid, signal.SIGKILL)  # etrun itself: its guardian kills the ranks
+        one.proc.wait(timeout=10)
+        assert wait_until(lambda: "victim" not in held(pool.name), timeout=2), pool.text()
+        assert wait_until(lambda: held(pool.name) == {"other": 8} and two.trains_at(8, mark),
+                          timeout=60), pool.text() + two.text()[-2000:]
+        assert "job 'victim' left (crashed)" in pool.text()
+        two.finish()
+        assert two.proc.returncode == 0
+        watch.stop()
+        assert not watch.clashes, f"slots used by two jobs at once: {watch.clashes[:5]}"
+    finally:
+        watch.stop()
+        for j in (one, two):
+            if j.proc.poll() is None:
+                j.proc.kill()
+        pool.stop()
+
+
+def test_jobs_train_on_without_the_pool_and_join_again(tmp_path, marker, marker_env):
+    pool = Pool(tmp_path, marker_env, slots=4)
+    job = Job(tmp_path, pool, "steady", marker_env, max_np=4)
+    try:
+        assert wait_until(lambda: held(pool.name) == {"steady": 4} and job.trains_at(4), timeout=60)
+        pool.stop()
+        before = chaos.max_committed(str(job.records))
+        assert wait_until(lambda: chaos.max_committed(str(job.records)) > before + 20, timeout=30), \
+            job.text()[-2000:]
+        assert job.proc.poll() is None
+        # A pool of the same name is back: the job joins it again holding the same 4 slots.
+        again = subprocess.Popen(
+            [ETRUN, "pool", "start", pool.name, "-H", "localhost:4", "--gpus", "none"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            env={**os.environ, **marker_env})
+        try:
+            assert wait_until(lambda: held(pool.name) == {"steady": 4}, timeout=15)
+            status = pool_status(pool.name)
+            assert status["jobs"][0]["slots"]["localhost"] == [{"slot": s} for s in range(4)]
+            total = job.finish()
+            assert job.proc.returncode == 0
+            check_history(job, total)
+            assert wait_until(lambda: held(pool.name) == {}, timeout=5)
+        finally:
+            again.send_signal(signal.SIGTERM)
+            again.wait(timeout=10)
+    finally:
+        if job.proc.poll() is None:
+            job.proc.kill()
+
+
+def test_gpu_pool_gives_each_job_its_own_devices(tmp_path, marker, marker_env):
+    pool = Pool(tmp_path, marker_env, slots=4, extra=["--gpus", "4"])
+    procs = []
+    try:
+        for name in ("a", "b"):
+            procs.append(subprocess.Popen(
+                [ETRUN, "--pool", pool.name, "--job-name", name, "--elastic-mode", "restart",
+                 "-np", "2", "--min-np", "2", "--max-np", "2",
+                 "sh", "-c", 'echo "gpu=$ETRUN_POOL_GPU visible=$CUDA_VISIBLE_DEVICES slot=$ETRUN_POOL_SLOT"; sleep 60'],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                env={**os.environ, **marker_env}))
+        assert wait_until(lambda: held(pool.name) == {"a": 2, "b": 2}, timeout=20), pool.text()
+        status = pool_status(pool.name)
+        gpus = {}
+        for j in status["jobs"]:
+            gpus[j["job"]] = sorted(s["gpu"] for s in j["slots"]["localhost"])
+        assert sorted(gpus["a"] + gpus["b"]) == ["0", "1", "2", "3"]
+        time.sleep(1)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        outs = [p.communicate(timeout=20)[0].decode() for p in procs]
+        pool.stop()
+    for name, out in zip(("a", "b"), outs):
+        lines = [l for l in out.splitlines() if "gpu=" in l]
+        assert len(lines) == 2, out
+        for line in lines:
+            fields = dict(kv.split("=", 1) for kv in line.split(":", 1)[1].split())
+            assert fields["gpu"] in gpus[name]
+            # Only this job's GPUs are visible, its own among them.
+            visible = fields["visible"].split(",")
+            assert fields["gpu"] in visible and set(visible) <= set(gpus[name]), line
+
+
+def test_bad_requests_get_one_line_errors(tmp_path, marker, marker_env):
+    r = run_etrun(["--pool", "no-such-pool-" + uuid.uuid4().hex[:6], "-np", "1", "true"])
+    assert r.returncode == 1
+    err = r.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and "no pool named" in err[0] and "etrun pool start" in err[0], err
+    r = run_etrun(["--priority", "7", "-np", "1", "true"])
+    assert r.returncode == 2 and b"give --pool NAME" in r.stderr
+    r = run_etrun(["--pool", "x", "-H", "localhost:2", "-np", "1", "true"])
+    assert r.returncode == 2 and b"cannot be used together" in r.stderr
+    r = run_etrun(["pool", "start", "nohosts"])
+    assert r.returncode == 2 and b"say where the slots are" in r.stderr
+    r = run_etrun(["pool", "frobnicate"])
+    assert r.returncode == 2 and b"unknown command" in r.stderr
+    pool = Pool(tmp_path, marker_env, slots=2)
+    try:
+        r = run_etrun(["pool", "start", pool.name, "-H", "localhost:2"])
+        assert r.returncode == 1 and b"already running" in r.stderr, r.stderr
+        r = run_etrun(["pool", "priority", "ghost", "10", "--pool", pool.name])
+        assert r.returncode == 1 and b"no job 'ghost'" in r.stderr, r.stderr
+        r = run_etrun(["pool", "priority", "ghost", "0", "--pool", pool.name])
+        assert r.returncode == 2 and b"1..1000000" in r.stderr
+        r = run_etrun(["--pool", pool.name, "--priority", "0", "-np", "1", "true"])
+        assert r.returncode == 2 and b"--priority" in r.stderr
+        # A job whose minimum cannot fit waits, queued, rather than starting short.
+        big = subprocess.Popen([ETRUN, "--pool", pool.name, "--job-name", "big", "-np", "3",
+                                "--min-np", "3", "--max-np", "3", "--elastic-mode", "restart",
+                                "true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, env={**os.environ, **marker_env})
+        assert wait_until(lambda: [j["state"] for j in pool_status(pool.name)["jobs"]] == ["queued"],
+                          timeout=10)
+        time.sleep(1.5)
+        assert big.poll() is None
+        assert [j["state"] for j in pool_status(pool.name)["jobs"]] == ["queued"]
+        big.send_signal(signal.SIGTERM)
+        assert big.wait(timeout=10) != 0
+        assert wait_until(lambda: held(pool.name) == {}, timeout=5)
+    finally:
+        pool.stop()
