@@ -18,7 +18,7 @@ namespace etrun {
 
 // Defaults of flags whose JobConfig value stays "not given" (std::nullopt) until used.
 inline constexpr int kDefaultElasticTimeoutS = 600;       // --elastic-timeout
-inline constexpr double kDefaultPoolSyncIntervalS = 0.25;   // --discovery-interval with --pool
+inline constexpr double kDefaultPoolSyncIntervalS = 0.1;    // --discovery-interval with --pool
 inline constexpr double kDefaultDiscoveryIntervalS = 1.0;  // --discovery-interval
 inline constexpr double kDefaultDiscoveryTimeoutS = 30.0;  // --discovery-timeout
 inline constexpr double kDefaultRecoveryGraceS = 2.0;      // --recovery-grace
