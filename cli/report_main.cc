@@ -9,14 +9,16 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "launcher/exit_status.h"
+#include "report/pool_report.h"
 #include "report/report.h"
 
 namespace etrun::cli {
 namespace {
 
-constexpr char kUsage[] = "usage: etrun report EVENTS.jsonl [-o OUT.svg] [--json]";
+constexpr char kUsage[] = "usage: etrun report EVENTS.jsonl [MORE.jsonl...] [-o OUT.svg] [--json]";
 
 // Reads the whole file. Returns false with *err ("<what>: <strerror>") on failure.
 bool ReadFile(const std::string& path, std::string* text, std::string* err) {
@@ -71,19 +73,79 @@ bool WriteFile(const std::string& path, const std::string& text, std::string* er
   return true;
 }
 
+// One events file and what it holds: a job's timeline or a pool's.
+struct ReportFile {
+  std::string path;
+  bool is_pool = false;
+  report::JobTimeline job;
+  report::PoolTimeline pool;
+};
+
+// Reads and parses one events file. Returns false after printing the one "etrun: error:" line;
+// prints the file's warnings.
+bool LoadFile(const std::string& path, ReportFile* file) {
+  std::string text;
+  std::string err;
+  file->path = path;
+  if (!ReadFile(path, &text, &err)) {
+    std::cerr << "etrun: error: cannot read events file " << path << ": " << err << "\n";
+    return false;
+  }
+  file->is_pool = report::IsPoolEvents(text);
+  const bool parsed = file->is_pool ? report::ParsePoolEvents(text, path, &file->pool, &err)
+                                    : report::ParseEvents(text, path, &file->job, &err);
+  if (!parsed) {
+    std::cerr << "etrun: error: " << err << "\n";
+    return false;
+  }
+  for (const std::string& warning : file->is_pool ? file->pool.warnings : file->job.warnings) {
+    std::cerr << "etrun: warning: " << warning << "\n";
+  }
+  return true;
+}
+
+// The picture of the files: a pool's chart with its jobs' timelines below, or one job's timeline.
+// Returns false with a usage problem in *err when the files do not make one picture.
+bool Picture(const std::vector<ReportFile>& files, std::string* svg, std::string* err) {
+  const ReportFile* pool = nullptr;
+  std::vector<report::JobTimeline> jobs;
+  for (const ReportFile& file : files) {
+    if (!file.is_pool) {
+      jobs.push_back(file.job);
+    } else if (pool != nullptr) {
+      *err = "-o draws one pool: " + pool->path + " and " + file.path + " are both pools' files";
+      return false;
+    } else {
+      pool = &file;
+    }
+  }
+  if (pool != nullptr) {
+    *svg = report::RenderPoolSvg(pool->pool, jobs);
+  } else if (jobs.size() == 1) {
+    *svg = report::RenderSvg(jobs[0]);
+  } else {
+    *err = "-o draws one job, or a pool's events file with its jobs' files; " +
+           std::to_string(jobs.size()) + " jobs' files and no pool's were given";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int ReportMain(int argc, char** argv) {
-  std::string events_path;
+  std::vector<std::string> events_paths;
   std::string output_path;
   bool as_json = false;
   CLI::App app(
-      "Summarizes a job from its events file (--events-file); with -o, draws its timeline.",
+      "Summarizes a job or a shared GPU pool from its events file (--events-file); with -o, draws "
+      "its timeline. A pool's file with its jobs' files draws the pool's slots above each job.",
       "etrun report");
-  app.add_option("EVENTS", events_path, "the events file (JSON Lines) written by --events-file")
+  app.add_option("EVENTS", events_paths,
+                 "events files (JSON Lines) written by --events-file or `etrun pool start`")
       ->required();
   app.add_option("-o,--output", output_path, "write the timeline picture (SVG) to this file");
-  app.add_flag("--json", as_json, "print the summary as one JSON object instead of text");
+  app.add_flag("--json", as_json, "print each summary as one JSON object (a line) instead of text");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -99,27 +161,33 @@ int ReportMain(int argc, char** argv) {
     return kExitUsage;
   }
 
-  std::string text;
+  std::vector<ReportFile> files(events_paths.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!LoadFile(events_paths[i], &files[i])) return kExitFailure;
+  }
   std::string err;
-  if (!ReadFile(events_path, &text, &err)) {
-    std::cerr << "etrun: error: cannot read events file " << events_path << ": " << err << "\n";
-    return kExitFailure;
+  if (!output_path.empty()) {
+    std::string svg;
+    if (!Picture(files, &svg, &err)) {
+      std::cerr << "etrun: error: report: " << err << " (" << kUsage << ")\n";
+      return kExitUsage;
+    }
+    if (!WriteFile(output_path, svg, &err)) {
+      std::cerr << "etrun: error: cannot write " << output_path << ": " << err
+                << " (choose another -o path)\n";
+      return kExitFailure;
+    }
   }
-  report::JobTimeline timeline;
-  if (!report::ParseEvents(text, events_path, &timeline, &err)) {
-    std::cerr << "etrun: error: " << err << "\n";
-    return kExitFailure;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const ReportFile& f = files[i];
+    if (i > 0 && !as_json) std::cout << "\n";  // text summaries are separated by a blank line
+    if (f.is_pool) {
+      std::cout << (as_json ? report::PoolSummaryJson(f.pool) : report::PoolSummaryText(f.pool));
+    } else {
+      std::cout << (as_json ? report::SummaryJson(f.job) : report::SummaryText(f.job));
+    }
   }
-  for (const std::string& warning : timeline.warnings) {
-    std::cerr << "etrun: warning: " << warning << "\n";
-  }
-  if (!output_path.empty() && !WriteFile(output_path, report::RenderSvg(timeline), &err)) {
-    std::cerr << "etrun: error: cannot write " << output_path << ": " << err
-              << " (choose another -o path)\n";
-    return kExitFailure;
-  }
-  std::cout << (as_json ? report::SummaryJson(timeline) : report::SummaryText(timeline))
-            << std::flush;
+  std::cout << std::flush;
   return kExitOk;
 }
 

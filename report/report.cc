@@ -8,12 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
+
+#include "report/event_reader.h"
 
 namespace etrun::report {
 namespace {
@@ -72,115 +71,6 @@ struct Event {
   std::optional<int> min_np, max_np, code, signal;
   std::optional<double> cooldown_s;
   bool elastic = false;
-};
-
-const char* JsonTypeName(const json& value) {
-  if (value.is_number_integer()) return "an integer";
-  if (value.is_number()) return "a number";
-  if (value.is_string()) return "a string";
-  if (value.is_array()) return "an array";
-  if (value.is_object()) return "an object";
-  if (value.is_boolean()) return "a boolean";
-  return "null";
-}
-
-// Typed access to one event's fields. The first problem is kept in error(); later reads return
-// defaults, so a decoder can read every field and check once.
-class FieldReader {
- public:
-  FieldReader(const json& object, std::string event) : object_(object), event_(std::move(event)) {}
-
-  const std::string& error() const { return error_; }
-
-  int Int(const char* key) { return OptInt(key, /*required=*/true).value_or(0); }
-  std::optional<int> OptInt(const char* key, bool required = false) {
-    const json* v = Find(key, required);
-    if (v == nullptr) return std::nullopt;
-    if (v->is_number_integer()) {
-      const int64_t n =
-          v->is_number_unsigned()
-              ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX))
-              : v->get<int64_t>();
-      if (n >= std::numeric_limits<int>::min() && n <= std::numeric_limits<int>::max()) {
-        return static_cast<int>(n);
-      }
-      if (error_.empty()) error_ = fmt::format("{}: \"{}\" is out of range", event_, key);
-      return std::nullopt;
-    }
-    Fail(key, "an integer", *v);
-    return std::nullopt;
-  }
-  double Num(const char* key) { return OptNum(key, /*required=*/true).value_or(0); }
-  std::optional<double> OptNum(const char* key, bool required = false) {
-    const json* v = Find(key, required);
-    if (v == nullptr) return std::nullopt;
-    if (v->is_number()) return v->get<double>();
-    Fail(key, "a number", *v);
-    return std::nullopt;
-  }
-  std::string Str(const char* key, bool required = true) {
-    const json* v = Find(key, required);
-    if (v == nullptr) return "";
-    if (v->is_string()) return v->get<std::string>();
-    Fail(key, "a string", *v);
-    return "";
-  }
-  bool Bool(const char* key) {
-    const json* v = Find(key, false);
-    if (v == nullptr) return false;
-    if (v->is_boolean()) return v->get<bool>();
-    Fail(key, "true or false", *v);
-    return false;
-  }
-  std::vector<std::string> Strings(const char* key) {
-    std::vector<std::string> out;
-    const json* v = Find(key, false);
-    if (v == nullptr) return out;
-    if (!v->is_array()) return Fail(key, "an array of strings", *v), out;
-    for (const json& item : *v) {
-      if (!item.is_string()) return Fail(key, "an array of strings", item), out;
-      out.push_back(item.get<std::string>());
-    }
-    return out;
-  }
-  // The "host" members of an array of objects (job_start/discovery "hosts", round "assignment").
-  std::vector<std::string> HostNames(const char* key, bool required) {
-    std::vector<std::string> out;
-    const json* v = Find(key, required);
-    if (v == nullptr) return out;
-    if (!v->is_array()) return Fail(key, "an array", *v), out;
-    for (const json& item : *v) {
-      const json::const_iterator host =
-          item.is_object() ? item.find(field::kHost) : json::const_iterator();
-      if (!item.is_object() || host == item.end() || !host->is_string()) {
-        if (error_.empty()) {
-          error_ = fmt::format("{}: every entry of \"{}\" needs a \"host\" string", event_, key);
-        }
-        return out;
-      }
-      out.push_back(host->get<std::string>());
-    }
-    return out;
-  }
-
- private:
-  // The field, or nullptr when it is absent or null (an error if required).
-  const json* Find(const char* key, bool required) {
-    const json::const_iterator it = object_.find(key);
-    if (it == object_.end() || it->is_null()) {
-      if (required && error_.empty()) error_ = fmt::format("{} has no \"{}\"", event_, key);
-      return nullptr;
-    }
-    return &*it;
-  }
-  void Fail(const char* key, const char* want, const json& got) {
-    if (!error_.empty()) return;
-    error_ = fmt::format("{}: \"{}\" should be {}, not {}", event_, key, want, JsonTypeName(got));
-  }
-
-  const json& object_;
-  std::string event_;
-  std::string error_;
 };
 
 // Decodes one known event; returns false with *err (without the line prefix) on a bad field.
@@ -248,23 +138,6 @@ bool DecodeEvent(const json& object, EventType type, const std::string& type_nam
   }
   *err = f.error();
   return err->empty();
-}
-
-// "column 5: syntax error while parsing value - invalid literal; last read: 'x'" from
-// nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 5: ...".
-std::string ParseErrorText(const std::string& what) {
-  std::string text = what;
-  if (const size_t bracket = text.find("] "); bracket != std::string::npos) {
-    text = text.substr(bracket + 2);
-  }
-  for (const char* noise : {"parse error at line 1, ", "parse error at "}) {
-    if (text.rfind(noise, 0) == 0) text = text.substr(strlen(noise));
-  }
-  return text;
-}
-
-bool IsBlank(std::string_view line) {
-  return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
 // Turns events (sorted by t, clamped to [0, end]) into the timeline's model, one event at a time.
@@ -456,29 +329,11 @@ void Build(const std::vector<Event>& events, JobTimeline* tl) {
 
 namespace {
 
-// Reads one line of an events file: false with *err on a malformed line; *known is false for a
-// blank line or an unknown event (whose "t", if any, still moves *last_t).
-bool ReadLine(std::string_view line, const std::string& where, Event* event, bool* known,
-              double* last_t, std::string* err) {
+// Decodes one line's event: false with *err on a bad field; *known is false for an unknown event
+// (whose "t", if any, still moves *last_t).
+bool ReadEvent(const json& object, const std::string& type_name, const std::string& where,
+               Event* event, bool* known, double* last_t, std::string* err) {
   *known = false;
-  if (IsBlank(line)) return true;
-  json object;
-  try {
-    object = json::parse(line);
-  } catch (const json::parse_error& e) {
-    *err = fmt::format("{}: not valid JSON: {}", where, ParseErrorText(e.what()));
-    return false;
-  }
-  if (!object.is_object()) {
-    *err = fmt::format("{}: expected a JSON object, got {}", where, JsonTypeName(object));
-    return false;
-  }
-  const json::const_iterator type_it = object.find(field::kEvent);
-  if (type_it == object.end() || !type_it->is_string()) {
-    *err = fmt::format("{}: no \"event\" string", where);
-    return false;
-  }
-  const std::string type_name = type_it->get<std::string>();
   EventType type;
   if (!TypeFromName(type_name, &type)) {
     // Unknown events only move the end of the picture (a later writer's "checkpoint" still
@@ -529,28 +384,18 @@ bool ParseEvents(std::string_view text, const std::string& name, JobTimeline* ti
   std::vector<Event> events;
   double last_t = 0;
   bool has_round = false;
-  int line_number = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t newline = text.find('\n', pos);
-    const bool terminated = newline != std::string_view::npos;
-    const std::string_view line = text.substr(pos, terminated ? newline - pos : text.npos);
-    pos = terminated ? newline + 1 : text.size();
-    ++line_number;
-    const std::string where = fmt::format("{} line {}", name, line_number);
+  const auto on_event = [&events, &last_t, &has_round](const json& object,
+                                                       const std::string& type_name,
+                                                       const std::string& where, std::string* e) {
     Event event;
     bool known = false;
-    if (!ReadLine(line, where, &event, &known, &last_t, err)) {
-      if (terminated || err->find(": not valid JSON: ") == std::string::npos) return false;
-      // A write cut short: the job is still writing or was killed mid-line.
-      err->clear();
-      timeline->warnings.push_back(
-          fmt::format("{}: skipped an incomplete last line (no newline, not valid JSON)", where));
-      break;
-    }
-    if (!known) continue;
+    if (!ReadEvent(object, type_name, where, &event, &known, &last_t, e)) return false;
+    if (!known) return true;
     has_round = has_round || event.type == EventType::kRound;
     events.push_back(std::move(event));
-  }
+    return true;
+  };
+  if (!ForEachEvent(text, name, on_event, &timeline->warnings, err)) return false;
   std::stable_sort(events.begin(), events.end(),
                    [](const Event& a, const Event& b) { return a.t < b.t; });
   timeline->end = last_t;

@@ -2,7 +2,8 @@
 // (JSON Lines, one event per line, the format of --events-file), builds a JobTimeline (world size
 // over time, one lane of rank runs per host, failures, blacklists, resets), and renders it as an
 // SVG picture and as a summary in text or JSON. Pure: no files, no clocks, no global state;
-// thread-compatible. The verb's main() (file reading, flags) is cli/report_main.cc.
+// thread-compatible. The verb's main() (file reading, flags) is cli/report_main.cc; a shared GPU
+// pool's events file has its own model, pool_report.h.
 //
 // Reading rules, so that a report of a live or killed job works:
 //   * unknown event types and unknown fields are ignored (the format may grow);

@@ -3,7 +3,8 @@
 // bar per rank process, and markers for failures, blacklisted hosts and resets. Everything is
 // laid out for a fixed 1000 px width; the height grows with the number of hosts, and lanes get
 // thinner past a dozen hosts so that 50 hosts still fit on a screen or two. Every bar and marker
-// carries a <title> (a tooltip in browsers) with its exact times.
+// carries a <title> (a tooltip in browsers) with its exact times. The page, the time axis and the
+// document around it are shared with the pool's picture (svg.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,22 +13,16 @@
 
 #include "launcher/exit_status.h"
 #include "report/report.h"
+#include "report/svg.h"
 
 namespace etrun::report {
 namespace {
 
-constexpr double kWidth = 1000;
-constexpr double kLeft = 170;  // host names and the world size axis
-constexpr double kRight = 30;
-constexpr double kPlotWidth = kWidth - kLeft - kRight;
 constexpr double kSizePanelHeight = 120;
 constexpr double kSizePanelPad = 16;  // room above the highest step for its label
 
 constexpr char kLineColor[] = "#1f77b4";
 constexpr char kResetColor[] = "#9467bd";
-constexpr char kFailColor[] = "#d62728";
-constexpr char kGridColor[] = "#e3e3e3";
-constexpr char kTextColor[] = "#222";
 
 // How a rank process ended -> bar color and legend label.
 struct EndStyle {
@@ -51,94 +46,6 @@ const char* EndColor(const RankRun& run) {
   }
   return kOtherEndColor;
 }
-
-// Text for XML content and attribute values: markup escaped, control characters that XML 1.0
-// forbids dropped (the JSON parser already guaranteed valid UTF-8).
-std::string Escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (const char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t')
-          out += c;
-        else if (c == '\n' || c == '\r')
-          out += ' ';
-    }
-  }
-  return out;
-}
-
-// At most max_chars characters (UTF-8 code points) of s; a cut is marked with "…".
-std::string Clip(std::string_view s, size_t max_chars) {
-  size_t chars = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) continue;  // continuation byte
-    if (++chars > max_chars) return std::string(s.substr(0, i)) + "\u2026";
-  }
-  return std::string(s);
-}
-
-// Coordinates with one decimal keep the file small and exact enough.
-std::string N(double v) { return fmt::format("{:.1f}", v); }
-
-// The time axis: tick spacing and label style chosen from the job's length.
-class TimeAxis {
- public:
-  explicit TimeAxis(double span) : span_(span > 0 ? span : 1) {
-    static constexpr double kSteps[] = {
-        0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,  0.2,  0.5,  1,     2,     5,     10,   15,
-        30,    60,    120,   300,  600,  900,  1800, 3600, 7200, 10800, 21600, 43200, 86400};
-    step_ = 86400 * std::ceil(span_ / 86400 / 10);
-    for (const double s : kSteps) {
-      if (span_ / s <= 10) {
-        step_ = s;
-        break;
-      }
-    }
-  }
-
-  double X(double t) const { return kLeft + std::clamp(t / span_, 0.0, 1.0) * kPlotWidth; }
-  double step() const { return step_; }
-  double span() const { return span_; }
-
-  std::string Label(double t) const {
-    if (span_ < 120) {
-      const int decimals = step_ < 1 ? static_cast<int>(std::ceil(-std::log10(step_) - 1e-9)) : 0;
-      return fmt::format("{:.{}f}", t, decimals);
-    }
-    const long s = std::lround(t);
-    if (span_ < 7200) return fmt::format("{}:{:02}", s / 60, s % 60);
-    return fmt::format("{}:{:02}", s / 3600, s / 60 % 60);
-  }
-  const char* Title() const {
-    if (span_ < 120) return "seconds since job start";
-    if (span_ < 7200) return "minutes:seconds since job start";
-    return "hours:minutes since job start";
-  }
-
- private:
-  double span_;
-  double step_ = 1;
-};
-
-// "12.35 s" for tooltips, with milliseconds below a minute.
-std::string At(double t) { return t < 60 ? fmt::format("{:.3f} s", t) : FormatDuration(t); }
 
 std::string DescribeRunEnd(const RankRun& run) {
   if (!run.exited) return "still running";
@@ -171,10 +78,6 @@ void NoEntry(std::string* out, double x, double y, double r, const std::string& 
       "</g>\n",
       Escape(tip), N(x), N(y), N(r), N(x - r * 0.7), N(y + r * 0.7), N(x + r * 0.7),
       N(y - r * 0.7));
-}
-
-void Text(std::string* out, double x, double y, const std::string& text, const char* attrs) {
-  *out += fmt::format("<text x=\"{}\" y=\"{}\" {}>{}</text>\n", N(x), N(y), attrs, Escape(text));
 }
 
 // The legend: one row of swatches, wrapped at the picture's width. Returns the y below it.
@@ -250,15 +153,6 @@ double Legend(std::string* out, double y, bool any_running, bool elastic) {
   }
   *out += "</g>\n";
   return y + 10;
-}
-
-// Picks the y axis step for sizes 0..max_size: 1, 2, 5, 10, 20, 50... with at most 5 steps.
-int SizeStep(int max_size) {
-  for (int base = 1;; base *= 10) {
-    for (const int m : {1, 2, 5}) {
-      if (max_size / (base * m) <= 5) return base * m;
-    }
-  }
 }
 
 // The world size panel, between y = top and top + kSizePanelHeight.
@@ -476,23 +370,6 @@ double Header(std::string* out, const JobTimeline& tl, std::string* title) {
   return 64;
 }
 
-// Vertical grid lines at each tick from y = top to bottom, and the labelled time axis below.
-void TimeGrid(std::string* out, const TimeAxis& axis, double top, double bottom) {
-  const int ticks = static_cast<int>(std::floor(axis.span() / axis.step() + 1e-6));
-  for (int i = 0; i <= ticks; ++i) {
-    const double t = i * axis.step();
-    const double x = axis.X(t);
-    *out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\"/>\n", N(x),
-                        N(top), N(x), N(bottom + 4), kGridColor);
-    Text(out, x, bottom + 18, axis.Label(t),
-         "font-size=\"10\" text-anchor=\"middle\" fill=\"#666\"");
-  }
-  *out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/>\n", N(kLeft),
-                      N(bottom + 4), N(kLeft + kPlotWidth), N(bottom + 4));
-  Text(out, kLeft + kPlotWidth / 2, bottom + 36, axis.Title(),
-       "font-size=\"11\" text-anchor=\"middle\" fill=\"#666\"");
-}
-
 // A dashed line through both panels and a marker on top at each reset.
 void ResetMarkers(std::string* out, const JobTimeline& tl, const TimeAxis& axis, double top,
                   double bottom) {
@@ -510,39 +387,29 @@ void ResetMarkers(std::string* out, const JobTimeline& tl, const TimeAxis& axis,
 
 }  // namespace
 
-std::string RenderSvg(const JobTimeline& tl) {
-  const TimeAxis axis(tl.end);
-  std::string title;
-  std::string body;
-  double y = Header(&body, tl, &title);
+double JobSection(const JobTimeline& tl, const TimeAxis& axis, std::string* grid, std::string* body,
+                  std::string* title) {
+  double y = Header(body, tl, title);
   bool any_running = false;
   for (const RankRun& r : tl.runs) any_running = any_running || !r.exited;
-  y = Legend(&body, y + 26, any_running, tl.elastic);
+  y = Legend(body, y + 26, any_running, tl.elastic);
 
   const double size_top = y + 12;
   const double lanes_top = size_top + kSizePanelHeight + 22;
-  SizePanel(&body, tl, axis, size_top);
-  Text(&body, 12, lanes_top - 8, "hosts", "font-size=\"12\" font-weight=\"bold\"");
-  const double lanes_bottom = HostLanes(&body, tl, axis, lanes_top);
-  std::string grid;  // drawn first, under everything else
-  TimeGrid(&grid, axis, size_top, lanes_bottom);
-  ResetMarkers(&body, tl, axis, size_top, lanes_bottom);  // drawn last, over everything else
+  SizePanel(body, tl, axis, size_top);
+  Text(body, 12, lanes_top - 8, "hosts", "font-size=\"12\" font-weight=\"bold\"");
+  const double lanes_bottom = HostLanes(body, tl, axis, lanes_top);
+  TimeGrid(grid, axis, size_top, lanes_bottom);
+  ResetMarkers(body, tl, axis, size_top, lanes_bottom);  // drawn last, over everything else
+  return std::ceil(lanes_bottom + 48);
+}
 
-  const double height = std::ceil(lanes_bottom + 48);
-  return fmt::format(
-             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
-             "viewBox=\"0 0 {0} {1}\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" "
-             "fill=\"{2}\">\n"
-             "<title>{3}</title>\n"
-             "<defs><pattern id=\"blacklisted\" width=\"6\" height=\"6\" "
-             "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
-             "<rect width=\"6\" height=\"6\" fill=\"#f6d5d5\"/>"
-             "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"{4}\" stroke-width=\"2\"/>"
-             "</pattern></defs>\n"
-             "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n",
-             kWidth, height, kTextColor, Escape(title), kFailColor) +
-         grid + body + "</svg>\n";
+std::string RenderSvg(const JobTimeline& tl) {
+  std::string title;
+  std::string grid;  // drawn first, under everything else
+  std::string body;
+  const double height = JobSection(tl, TimeAxis(tl.end), &grid, &body, &title);
+  return SvgDocument(height, title, grid, body);
 }
 
 }  // namespace etrun::report

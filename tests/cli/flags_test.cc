@@ -825,9 +825,10 @@ TEST_CASE("every long prefix that is unique in horovodrun still resolves to the 
         // --disable-cache, a no-op in etrun) ambiguous, and --elastic-mode makes --e ... --elastic-
         // (once --elastic-timeout) ambiguous; --disa and --elastic-t still work. --rendezvous-allow
         // makes --r and --re (once --reset-limit) ambiguous; --res still works. --job-name makes
-        // --j (once --jsrun) ambiguous; --js still works.
+        // --j (once --jsrun) ambiguous; --js still works. --pool and --priority make --p and --pr
+        // (once --prefix-output-with-timestamp) ambiguous; --pre still works.
         if (prefix == "--d" || prefix == "--di" || prefix == "--dis" || prefix == "--r" ||
-            prefix == "--re" || prefix == "--j" ||
+            prefix == "--re" || prefix == "--j" || prefix == "--p" || prefix == "--pr" ||
             std::string("--elastic-").rfind(prefix, 0) == 0) {
           continue;
         }

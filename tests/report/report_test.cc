@@ -8,15 +8,29 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 #include <sstream>
 
+#include "report/pool_report.h"
+
 using etrun::report::FormatDuration;
+using etrun::report::IsPoolEvents;
 using etrun::report::JobSummary;
 using etrun::report::JobTimeline;
 using etrun::report::ParseEvents;
+using etrun::report::ParsePoolEvents;
+using etrun::report::PoolJobHistory;
+using etrun::report::PoolSummaryJson;
+using etrun::report::PoolSummaryText;
+using etrun::report::PoolTimeline;
+using etrun::report::RenderPoolSvg;
 using etrun::report::RenderSvg;
 using etrun::report::SizeSegment;
+using etrun::report::SlotsAt;
+using etrun::report::SlotStep;
 using etrun::report::Summarize;
+using etrun::report::SummarizePool;
 using etrun::report::SummaryJson;
 using etrun::report::SummaryText;
 
@@ -660,4 +674,484 @@ TEST_CASE("durations read as seconds, with m:ss or h:mm:ss past a minute") {
       {29519.99999, "29520.0 s (8:12:00)"},
   };
   for (const Case& c : cases) CHECK(FormatDuration(c.seconds) == c.want);
+}
+
+// ---- The shared GPU pool's events file (`etrun pool start --events-file`). Test names start
+// with "pool report:" (select them with -tc='pool report*').
+
+namespace {
+
+// Two jobs share 8 slots: train1 takes all 8, gives 4 to train2 when it joins, one more when
+// train2's priority doubles, and leaves; train2 then grows to 8.
+const char kPoolExample[] =
+    R"EV({"ts":"2026-11-24T01:00:00.000Z","t":0.0,"event":"pool_start","pool":"gpus","hosts":[{"host":"localhost","slots":8,"devices":[]}],"total":8}
+{"ts":"2026-11-24T01:00:01.200Z","t":1.2,"event":"pool_job_joined","job":"train1","priority":5000,"min_np":1,"max_np":8}
+{"ts":"2026-11-24T01:00:01.200Z","t":1.2,"event":"pool_allocation","total":8,"held":{"train1":0},"target":{"train1":8},"queued":[]}
+{"ts":"2026-11-24T01:00:01.300Z","t":1.3,"event":"pool_allocation","total":8,"held":{"train1":8},"target":{"train1":8},"queued":[]}
+{"ts":"2026-11-24T01:00:09.000Z","t":9.0,"event":"pool_job_joined","job":"train2","priority":5000,"min_np":1,"max_np":8}
+{"ts":"2026-11-24T01:00:09.000Z","t":9.0,"event":"pool_allocation","total":8,"held":{"train1":8,"train2":0},"target":{"train1":4,"train2":4},"queued":[]}
+{"ts":"2026-11-24T01:00:11.000Z","t":11.0,"event":"pool_allocation","total":8,"held":{"train1":4,"train2":4},"target":{"train1":4,"train2":4},"queued":[]}
+{"ts":"2026-11-24T01:00:20.000Z","t":20.0,"event":"pool_priority","job":"train2","priority":10000}
+{"ts":"2026-11-24T01:00:20.000Z","t":20.0,"event":"pool_allocation","total":8,"held":{"train1":4,"train2":4},"target":{"train1":3,"train2":5},"queued":[]}
+{"ts":"2026-11-24T01:00:21.000Z","t":21.0,"event":"pool_allocation","total":8,"held":{"train1":3,"train2":5},"target":{"train1":3,"train2":5},"queued":[]}
+{"ts":"2026-11-24T01:00:35.000Z","t":35.0,"event":"pool_job_left","job":"train1","reason":"ended"}
+{"ts":"2026-11-24T01:00:35.000Z","t":35.0,"event":"pool_allocation","total":8,"held":{"train2":5},"target":{"train2":8},"queued":[]}
+{"ts":"2026-11-24T01:00:36.000Z","t":36.0,"event":"pool_allocation","total":8,"held":{"train2":8},"target":{"train2":8},"queued":[]}
+{"ts":"2026-11-24T01:00:40.000Z","t":40.0,"event":"pool_stop"}
+)EV";
+
+PoolTimeline MustParsePool(const std::string& text) {
+  PoolTimeline timeline;
+  std::string err;
+  REQUIRE_MESSAGE(ParsePoolEvents(text, "pool.jsonl", &timeline, &err), err);
+  return timeline;
+}
+
+std::vector<std::pair<double, int>> Pairs(const std::vector<SlotStep>& steps) {
+  std::vector<std::pair<double, int>> out;
+  for (const SlotStep& s : steps) out.emplace_back(s.t, s.slots);
+  return out;
+}
+
+// Every instant where some series changes: the sum of the jobs' held slots there, and the total.
+std::vector<std::pair<int, int>> HeldAndTotal(const PoolTimeline& tl) {
+  std::set<double> times;
+  for (const SlotStep& s : tl.total) times.insert(s.t);
+  for (const PoolJobHistory& job : tl.jobs) {
+    for (const SlotStep& s : job.held) times.insert(s.t);
+  }
+  std::vector<std::pair<int, int>> out;
+  for (const double t : times) {
+    int held = 0;
+    for (const PoolJobHistory& job : tl.jobs) held += SlotsAt(job.held, t);
+    out.emplace_back(held, SlotsAt(tl.total, t));
+  }
+  return out;
+}
+
+// The shapes of a band's path data, "M x,y x,y ... Z M ... Z": each a list of points.
+std::vector<std::vector<std::pair<double, double>>> Shapes(const std::string& d) {
+  std::vector<std::vector<std::pair<double, double>>> out;
+  std::istringstream in(d);
+  for (std::string word; in >> word;) {
+    if (word == "M") {
+      out.emplace_back();
+    } else if (word != "Z") {
+      REQUIRE_FALSE(out.empty());
+      out.back().push_back(Points(word)[0]);
+    }
+  }
+  return out;
+}
+
+// The top and bottom y of a stacked band at x: each shape is flat steps, its top edge left to
+// right, then its bottom edge right to left.
+std::pair<double, double> BandAt(const std::string& d, double x) {
+  double top = -1, bottom = -1;
+  for (const auto& points : Shapes(d)) {
+    for (size_t i = 0; i + 1 < points.size(); ++i) {
+      const auto& [x0, y0] = points[i];
+      const auto& [x1, y1] = points[i + 1];
+      if (y0 != y1) continue;
+      if (x0 <= x && x < x1) top = y0;
+      if (x1 <= x && x < x0) bottom = y0;
+    }
+  }
+  return {top, bottom};
+}
+
+}  // namespace
+
+TEST_CASE("pool report: the example becomes held and target steps, priorities, joins and leaves") {
+  // Given the example, each job has its steps at the allocations' times, and only the changes.
+  const PoolTimeline tl = MustParsePool(kPoolExample);
+  CHECK(tl.has_pool_start);
+  CHECK(tl.has_pool_stop);
+  CHECK(tl.pool == "gpus");
+  CHECK(tl.start_ts == "2026-11-24T01:00:00.000Z");
+  REQUIRE(tl.hosts.size() == 1);
+  CHECK(tl.hosts[0].host == "localhost");
+  CHECK(tl.hosts[0].slots == 8);
+  CHECK(tl.end == doctest::Approx(40.0));
+  CHECK(Pairs(tl.total) == std::vector<std::pair<double, int>>{{0.0, 8}});
+  CHECK(tl.allocations.size() == 8);
+  CHECK(tl.warnings.empty());
+
+  REQUIRE(tl.jobs.size() == 2);
+  const PoolJobHistory& one = tl.jobs[0];
+  CHECK(one.name == "train1");
+  CHECK(one.joined == doctest::Approx(1.2));
+  CHECK(one.min_np == 1);
+  CHECK(one.max_np == 8);
+  CHECK(one.has_left);
+  CHECK(one.left == doctest::Approx(35.0));
+  CHECK(one.left_reason == "ended");
+  CHECK(Pairs(one.held) ==
+        std::vector<std::pair<double, int>>{{1.2, 0}, {1.3, 8}, {11.0, 4}, {21.0, 3}, {35.0, 0}});
+  CHECK(Pairs(one.target) ==
+        std::vector<std::pair<double, int>>{{1.2, 8}, {9.0, 4}, {20.0, 3}, {35.0, 0}});
+  REQUIRE(one.priorities.size() == 1);
+  CHECK(one.priorities[0].priority == 5000);
+
+  const PoolJobHistory& two = tl.jobs[1];
+  CHECK(two.name == "train2");
+  CHECK_FALSE(two.has_left);
+  CHECK(two.left == doctest::Approx(40.0));  // still in the pool when it stopped
+  CHECK(Pairs(two.held) ==
+        std::vector<std::pair<double, int>>{{9.0, 0}, {11.0, 4}, {21.0, 5}, {36.0, 8}});
+  REQUIRE(two.priorities.size() == 2);
+  CHECK(two.priorities[0].t == doctest::Approx(9.0));
+  CHECK(two.priorities[0].priority == 5000);
+  CHECK(two.priorities[1].t == doctest::Approx(20.0));
+  CHECK(two.priorities[1].priority == 10000);
+}
+
+TEST_CASE("pool report: how jobs leave, come back, and drop out of the allocations") {
+  const std::string start = R"({"t":0,"event":"pool_start","pool":"p","hosts":[],"total":8})"
+                            "\n"
+                            R"({"t":1,"event":"pool_job_joined","job":"a","priority":5000})"
+                            "\n"
+                            R"({"t":1,"event":"pool_allocation","held":{"a":6},"target":{"a":6}})"
+                            "\n";
+  SUBCASE("each reason is kept; a job that left without a later allocation holds 0 from then") {
+    for (const char* reason : {"ended", "crashed", "lost"}) {
+      CAPTURE(reason);
+      const PoolTimeline tl = MustParsePool(
+          start + R"({"t":5,"event":"pool_job_left","job":"a","reason":")" + reason + "\"}\n");
+      REQUIRE(tl.jobs.size() == 1);
+      CHECK(tl.jobs[0].left_reason == reason);
+      CHECK(tl.jobs[0].left == doctest::Approx(5.0));
+      // The allocation at the joining instant replaces the joining step of 0.
+      CHECK(Pairs(tl.jobs[0].held) == std::vector<std::pair<double, int>>{{1, 6}, {5, 0}});
+      CHECK(tl.end == doctest::Approx(5.0));  // no pool_stop: the last event ends it
+      CHECK_FALSE(tl.has_pool_stop);
+    }
+  }
+  SUBCASE("a job that joins again under the same name is a second stay") {
+    const PoolTimeline tl =
+        MustParsePool(start + R"({"t":5,"event":"pool_job_left","job":"a","reason":"crashed"}
+{"t":5,"event":"pool_allocation","held":{},"target":{}}
+{"t":8,"event":"pool_job_joined","job":"a","priority":7000}
+{"t":8,"event":"pool_allocation","held":{"a":8},"target":{"a":8}}
+{"t":10,"event":"pool_stop"}
+)");
+    REQUIRE(tl.jobs.size() == 2);
+    CHECK(tl.jobs[0].left_reason == "crashed");
+    CHECK(Pairs(tl.jobs[0].held) == std::vector<std::pair<double, int>>{{1, 6}, {5, 0}});
+    CHECK(tl.jobs[1].joined == doctest::Approx(8.0));
+    CHECK_FALSE(tl.jobs[1].has_left);
+    CHECK(tl.jobs[1].priorities[0].priority == 7000);
+    CHECK(Pairs(tl.jobs[1].held) == std::vector<std::pair<double, int>>{{8, 8}});
+  }
+  SUBCASE("a job an allocation does not name holds 0; one still named after leaving gives back") {
+    const PoolTimeline tl =
+        MustParsePool(start + R"({"t":2,"event":"pool_job_joined","job":"b","priority":5000}
+{"t":2,"event":"pool_allocation","held":{"a":6,"b":2}}
+{"t":3,"event":"pool_allocation","held":{"b":2}}
+{"t":4,"event":"pool_job_left","job":"b","reason":"lost"}
+{"t":4,"event":"pool_allocation","held":{"b":2}}
+{"t":6,"event":"pool_allocation","held":{}}
+)");
+    REQUIRE(tl.jobs.size() == 2);
+    CHECK(Pairs(tl.jobs[0].held) == std::vector<std::pair<double, int>>{{1, 6}, {3, 0}});
+    // b's 2 slots come back at 6 s, not when it was written off as lost at 4 s.
+    CHECK(Pairs(tl.jobs[1].held) == std::vector<std::pair<double, int>>{{2, 2}, {6, 0}});
+    CHECK(tl.jobs[1].left == doctest::Approx(4.0));
+    // Targets are untouched by allocations without "target".
+    CHECK(Pairs(tl.jobs[1].target) == std::vector<std::pair<double, int>>{{2, 0}});
+  }
+  SUBCASE("a job in \"queued\" is queued until an allocation stops listing it, or it leaves") {
+    const PoolTimeline tl = MustParsePool(
+        start + R"({"t":2,"event":"pool_job_joined","job":"big","priority":5000,"min_np":4}
+{"t":2,"event":"pool_allocation","held":{"a":6,"big":0},"queued":["big"]}
+{"t":3,"event":"pool_job_joined","job":"late","priority":5000,"min_np":4}
+{"t":3,"event":"pool_allocation","held":{"a":6},"queued":["big","late"]}
+{"t":7,"event":"pool_allocation","held":{"a":4,"big":4},"queued":["late"]}
+{"t":8,"event":"pool_job_left","job":"late","reason":"ended"}
+{"t":9,"event":"pool_stop"}
+)");
+    REQUIRE(tl.jobs.size() == 3);
+    REQUIRE(tl.jobs[1].queued.size() == 1);
+    CHECK(tl.jobs[1].queued[0].start == doctest::Approx(2.0));
+    CHECK(tl.jobs[1].queued[0].end == doctest::Approx(7.0));
+    REQUIRE(tl.jobs[2].queued.size() == 1);
+    CHECK(tl.jobs[2].queued[0].start == doctest::Approx(3.0));
+    CHECK(tl.jobs[2].queued[0].end == doctest::Approx(8.0));
+    CHECK(tl.jobs[1].min_np == 4);
+    CHECK(PoolSummaryText(tl).find("    queued: from 2.00 s to 7.00 s\n") != std::string::npos);
+  }
+}
+
+TEST_CASE("pool report: malformed pool lines are errors naming the file and the line") {
+  const std::string start = R"({"t":0,"event":"pool_start","pool":"p","total":8})"
+                            "\n";
+  struct Case {
+    std::string line;
+    const char* want;
+  } cases[] = {
+      {"[1]", "pool.jsonl line 2: expected a JSON object, got an array"},
+      {R"({"event":"pool_stop"})", "pool.jsonl line 2: pool_stop has no \"t\""},
+      {R"({"t":1,"event":"pool_start","pool":"p"})",
+       "pool.jsonl line 2: pool_start has no \"total\""},
+      {R"({"t":1,"event":"pool_hosts","hosts":"a","total":4})",
+       "pool.jsonl line 2: pool_hosts: \"hosts\" should be an array, not a string"},
+      {R"({"t":1,"event":"pool_job_joined","priority":5000})",
+       "pool.jsonl line 2: pool_job_joined has no \"job\""},
+      {R"({"t":1,"event":"pool_priority","job":"a"})",
+       "pool.jsonl line 2: pool_priority has no \"priority\""},
+      {R"({"t":1,"event":"pool_priority","job":"a","priority":"high"})",
+       "pool.jsonl line 2: pool_priority: \"priority\" should be an integer, not a string"},
+      {R"({"t":1,"event":"pool_job_left","job":3})",
+       "pool.jsonl line 2: pool_job_left: \"job\" should be a string, not an integer"},
+      {R"({"t":1,"event":"pool_allocation","total":8})",
+       "pool.jsonl line 2: pool_allocation has no \"held\""},
+      {R"({"t":1,"event":"pool_allocation","held":[4,4]})",
+       "pool.jsonl line 2: pool_allocation: \"held\" should be an object of integers, not an "
+       "array"},
+      {R"({"t":1,"event":"pool_allocation","held":{"a":"4"}})",
+       "pool.jsonl line 2: pool_allocation: \"held\" should be an object of integers, not a "
+       "string"},
+      {R"({"t":1,"event":"pool_allocation","held":{"a":4},"target":{"a":1.5}})",
+       "pool.jsonl line 2: pool_allocation: \"target\" should be an object of integers, not a "
+       "number"},
+      {R"({"t":1,"event":"pool_allocation","held":{"a":4},"queued":"b"})",
+       "pool.jsonl line 2: pool_allocation: \"queued\" should be an array of strings, not a "
+       "string"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.line);
+    PoolTimeline tl;
+    std::string err;
+    CHECK_FALSE(ParsePoolEvents(start + c.line + "\n", "pool.jsonl", &tl, &err));
+    CHECK(err == c.want);
+  }
+
+  // Not JSON: one line, with its number; cut short on the last line: a warning.
+  PoolTimeline tl;
+  std::string err;
+  CHECK_FALSE(ParsePoolEvents(start + "{\"t\":1,\"event\":\n", "pool.jsonl", &tl, &err));
+  CHECK(err.rfind("pool.jsonl line 2: not valid JSON: ", 0) == 0);
+  CHECK(err.find('\n') == std::string::npos);
+  REQUIRE(ParsePoolEvents(start + "{\"t\":1,\"event\":", "pool.jsonl", &tl, &err));
+  CHECK(tl.warnings == std::vector<std::string>{
+                           "pool.jsonl line 2: skipped an incomplete last line (no newline, not "
+                           "valid JSON)"});
+}
+
+TEST_CASE("pool report: slot-seconds, averages and peaks of the example") {
+  // train1: 8 slots 1.3-11, 4 to 21, 3 to 35 = 77.6 + 40 + 42 = 159.6 over 33.8 s in the pool.
+  // train2: 4 slots 11-21, 5 to 36, 8 to 40 = 40 + 75 + 32 = 147 over 31 s.
+  const auto s = SummarizePool(MustParsePool(kPoolExample));
+  REQUIRE(s.size() == 2);
+  CHECK(s[0].slot_seconds == doctest::Approx(159.6));
+  CHECK(s[0].seconds_in_pool == doctest::Approx(33.8));
+  CHECK(s[0].average_held == doctest::Approx(159.6 / 33.8));
+  CHECK(s[0].peak_held == 8);
+  CHECK(s[1].slot_seconds == doctest::Approx(147.0));
+  CHECK(s[1].seconds_in_pool == doctest::Approx(31.0));
+  CHECK(s[1].average_held == doctest::Approx(147.0 / 31.0));
+  CHECK(s[1].peak_held == 8);
+}
+
+TEST_CASE("pool report: the text summary of the example") {
+  CHECK(PoolSummaryText(MustParsePool(kPoolExample)) ==
+        "pool: gpus\n"
+        "started: 2026-11-24T01:00:00.000Z\n"
+        "duration: 40.0 s\n"
+        "total slots: 8\n"
+        "hosts: localhost (8 slots)\n"
+        "jobs: 2\n"
+        "  train1: joined at 1.20 s (min 1, max 8), left at 35.0 s (ended)\n"
+        "    priority: 5000\n"
+        "    held: 159.6 slot-seconds over 33.8 s, average 4.72, peak 8\n"
+        "  train2: joined at 9.00 s (min 1, max 8), still in the pool at the end\n"
+        "    priority: 5000, 10000 from 20.0 s\n"
+        "    held: 147.0 slot-seconds over 31.0 s, average 4.74, peak 8\n"
+        "allocation changes: 8\n"
+        "  at 1.20 s: train1 0 (target 8)\n"
+        "  at 1.30 s: train1 8\n"
+        "  at 9.00 s: train1 8 (target 4), train2 0 (target 4)\n"
+        "  at 11.0 s: train1 4, train2 4\n"
+        "  at 20.0 s: train1 4 (target 3), train2 4 (target 5)\n"
+        "  at 21.0 s: train1 3, train2 5\n"
+        "  at 35.0 s: train2 5 (target 8)\n"
+        "  at 36.0 s: train2 8\n");
+}
+
+TEST_CASE("pool report: the JSON summary holds the same numbers") {
+  const auto j = nlohmann::json::parse(PoolSummaryJson(MustParsePool(kPoolExample)));
+  CHECK(j["pool"] == "gpus");
+  CHECK(j["complete"] == true);
+  CHECK(j["duration_s"].get<double>() == doctest::Approx(40.0));
+  CHECK(j["total"] == nlohmann::json::parse(R"([{"t":0.0,"slots":8}])"));
+  REQUIRE(j["jobs"].size() == 2);
+  CHECK(j["jobs"][0]["job"] == "train1");
+  CHECK(j["jobs"][0]["left"].get<double>() == doctest::Approx(35.0));
+  CHECK(j["jobs"][0]["reason"] == "ended");
+  CHECK(j["jobs"][0]["slot_seconds"].get<double>() == doctest::Approx(159.6));
+  CHECK(j["jobs"][0]["average_held"].get<double>() == doctest::Approx(4.722));
+  CHECK(j["jobs"][0]["peak_held"] == 8);
+  CHECK(j["jobs"][1]["left"].is_null());
+  CHECK(j["jobs"][1]["priorities"] ==
+        nlohmann::json::parse(R"([{"t":9.0,"priority":5000},{"t":20.0,"priority":10000}])"));
+  REQUIRE(j["allocations"].size() == 8);
+  CHECK(j["allocations"][2]["held"] == nlohmann::json::parse(R"({"train1":8,"train2":0})"));
+  CHECK(j["allocations"][2]["target"] == nlohmann::json::parse(R"({"train1":4,"train2":4})"));
+  CHECK(j["warnings"].empty());
+}
+
+TEST_CASE("pool report: the stacked held slots never exceed the pool's total") {
+  SUBCASE("the example") {
+    for (const auto& [held, total] : HeldAndTotal(MustParsePool(kPoolExample))) {
+      CHECK(held <= total);
+    }
+  }
+  SUBCASE("a long pool whose hosts and jobs come and go") {
+    // Given 300 allocations, written as the daemon promises (held within the total at every
+    // instant), with the total changing and jobs leaving and rejoining, the parsed data keep it.
+    std::mt19937 rng(12);
+    std::string text = R"({"t":0,"event":"pool_start","pool":"p","hosts":[],"total":8})"
+                       "\n";
+    const std::vector<std::string> names = {"a", "b", "c", "d", "e"};
+    std::set<std::string> in;
+    for (int i = 1; i <= 300; ++i) {
+      const std::string t = std::to_string(i);
+      const std::string& name = names[rng() % names.size()];
+      if (in.insert(name).second) {
+        text += R"({"t":)" + t + R"(,"event":"pool_job_joined","job":")" + name + "\"}\n";
+      } else if (rng() % 4 == 0) {
+        in.erase(name);
+        text += R"({"t":)" + t + R"(,"event":"pool_job_left","job":")" + name +
+                R"(","reason":"ended"})" + "\n";
+      }
+      const int total = 4 + 4 * static_cast<int>(rng() % 3);
+      int left = total;
+      nlohmann::json held = nlohmann::json::object();
+      for (const std::string& job : in) {
+        const int slots = static_cast<int>(rng() % (left + 1));
+        held[job] = slots;
+        left -= slots;
+      }
+      text += R"({"t":)" + t + R"(,"event":"pool_hosts","total":)" + std::to_string(total) + "}\n";
+      text += R"({"t":)" + t + R"(,"event":"pool_allocation","held":)" + held.dump() + "}\n";
+    }
+    const PoolTimeline tl = MustParsePool(text);
+    CHECK(tl.jobs.size() > names.size());  // some rejoined
+    CHECK(tl.warnings.empty());
+    for (const auto& [held, total] : HeldAndTotal(tl)) CHECK(held <= total);
+  }
+  SUBCASE("a file that breaks the promise gets a warning") {
+    const PoolTimeline tl = MustParsePool(
+        R"({"t":0,"event":"pool_start","pool":"p","total":8}
+{"t":5,"event":"pool_allocation","held":{"a":6,"b":4}}
+{"t":6,"event":"pool_allocation","held":{"a":6,"b":2}}
+)");
+    CHECK(tl.warnings ==
+          std::vector<std::string>{"pool.jsonl: at 5.00 s the jobs hold 10 slots, more than the "
+                                   "pool's 8"});
+  }
+}
+
+TEST_CASE("pool report: a pool's file is told apart from a job's by its pool events") {
+  CHECK(IsPoolEvents(kPoolExample));
+  CHECK(IsPoolEvents(R"({"t":3,"event":"pool_allocation","held":{}})"));  // no pool_start
+  CHECK(IsPoolEvents("not json\n" + std::string(kPoolExample)));
+  CHECK_FALSE(IsPoolEvents(kElasticExample));
+  CHECK_FALSE(IsPoolEvents(R"({"t":0,"event":"job_start","job":"pool_start"})"));
+  CHECK_FALSE(IsPoolEvents(""));
+}
+
+TEST_CASE("pool report: the SVG stacks one band per job under the dashed total, with a legend") {
+  const std::string rendered = RenderPoolSvg(MustParsePool(kPoolExample));
+  const Node svg = MustReadSvg(rendered);
+  CHECK(All(svg, "title")[0]->text.find("pool gpus") == 0);
+
+  // One band per job, named in its tooltip; nothing drawn above the pool's total.
+  const auto bands = All(svg, "path", "held");
+  REQUIRE(bands.size() == 2);
+  CHECK(All(*bands[0], "title")[0]->text.find("train1 (priority 5000)") == 0);
+  CHECK(All(*bands[1], "title")[0]->text.find("train2 (priority 5000 \u2192 10000)") == 0);
+  const auto total = All(svg, "polyline", "total");
+  REQUIRE(total.size() == 1);
+  const auto total_points = Points(total[0]->attrs.at("points"));
+  for (const Node* band : bands) {
+    for (const auto& shape : Shapes(band->attrs.at("d"))) {
+      for (const auto& [x, y] : shape) CHECK(y >= total_points[0].second);
+    }
+  }
+  // Each band is one shape, where its job holds slots: train1 1.3-35 s, train2 11-40 s (on top of
+  // train1's until it left, then from the axis up).
+  CHECK(Shapes(bands[0]->attrs.at("d")).size() == 1);
+  CHECK(Shapes(bands[1]->attrs.at("d")).size() == 1);
+  // Stacked: at 28 s train1 holds 3 slots from the axis up, train2 5 more on top of it, up to
+  // the total (the pool's axis runs 40 s across 800 px from x = 170).
+  const double x = 170 + 28.0 / 40 * 800;
+  const auto [one_top, one_bottom] = BandAt(bands[0]->attrs.at("d"), x);
+  const auto [two_top, two_bottom] = BandAt(bands[1]->attrs.at("d"), x);
+  CHECK(two_bottom == one_top);
+  CHECK(two_top == total_points[0].second);
+  CHECK((two_bottom - two_top) / (one_bottom - one_top) == doctest::Approx(5.0 / 3));
+  const auto [late_top, late_bottom] = BandAt(bands[1]->attrs.at("d"), 170 + 38.0 / 40 * 800);
+  CHECK(late_bottom == one_bottom);  // after train1 left, train2 sits on the axis
+  CHECK(late_top == total_points[0].second);
+
+  // The legend names each job with its priorities.
+  std::vector<std::string> legend;
+  for (const Node* text : All(*All(svg, "g", "legend")[0], "text")) legend.push_back(text->text);
+  CHECK(legend == std::vector<std::string>{"train1 (priority 5000)",
+                                           "train2 (priority 5000 \u2192 10000)", "pool total"});
+  // Markers: two joins, one leave, one priority change.
+  CHECK(All(svg, "g", "join").size() == 2);
+  CHECK(All(svg, "g", "leave").size() == 1);
+  CHECK(All(svg, "g", "priority").size() == 1);
+  CHECK(All(*All(svg, "g", "leave")[0], "text")[0]->text == "\u2212train1 ended");
+  CHECK(rendered.find("seconds since pool start") != std::string::npos);
+}
+
+TEST_CASE("pool report: text from the file is escaped in the pool's SVG") {
+  std::string text = kPoolExample;
+  for (size_t at; (at = text.find("train2")) != std::string::npos;) text.replace(at, 6, "<b&'>");
+  const PoolTimeline tl = MustParsePool(text);
+  CHECK(tl.jobs[1].name == "<b&'>");
+  const Node svg = MustReadSvg(RenderPoolSvg(tl));
+  CHECK(All(*All(svg, "g", "legend")[0], "text")[1]->text.find("<b&'>") == 0);
+}
+
+TEST_CASE("pool report: jobs' timelines below the pool's chart, on the pool's time axis") {
+  // Given a job that started 10 s after the pool (by the two files' "ts"), its rank bars start
+  // 10 s to the right of the axis' zero; a job without a start time gets its own axis.
+  std::string job = kStaticFailure;
+  job.replace(job.find("2026-11-22T08:00:00.000Z"), 24, "2026-11-24T01:00:10.000Z");
+  const JobTimeline aligned = MustParse(job);
+  JobTimeline alone = MustParse(kStaticFailure);
+  alone.start_ts.clear();
+  const std::string rendered = RenderPoolSvg(MustParsePool(kPoolExample), {aligned, alone});
+  const Node svg = MustReadSvg(rendered);
+  CHECK(All(svg, "path", "held").size() == 2);
+  const auto lanes = All(svg, "g", "lane");
+  REQUIRE(lanes.size() == 2);
+  // The pool's axis runs 40 s across 800 px from x = 170; rank 0 started 0.01 s into the job.
+  const auto bars = All(*lanes[0], "rect", "bar");
+  REQUIRE(bars.size() == 2);
+  CHECK(std::stod(bars[0]->attrs.at("x")) ==
+        doctest::Approx(170 + 10.01 / 40 * 800).epsilon(0.001));
+  CHECK(rendered.find("seconds since job start") != std::string::npos);  // the second job
+  CHECK(std::stod(svg.attrs.at("height")) > 3 * 300);
+}
+
+TEST_CASE("pool report: a job's timeline is marked in the colour of its band in the pool") {
+  // Given two runs of a job named "train1", which the pool called "train1" and "train1-2" (names
+  // made unique), each job file is matched to the stay that joined as it started.
+  std::string pool = kPoolExample;
+  for (size_t at; (at = pool.find("train2")) != std::string::npos;) pool.replace(at, 6, "train1-2");
+  std::string first = kStaticFailure, second = kStaticFailure;
+  first.replace(first.find("2026-11-22T08:00:00.000Z"), 24, "2026-11-24T01:00:01.200Z");
+  second.replace(second.find("2026-11-22T08:00:00.000Z"), 24, "2026-11-24T01:00:09.000Z");
+  for (std::string* job : {&first, &second}) job->replace(job->find("\"static\""), 8, "\"train1\"");
+  const Node svg =
+      MustReadSvg(RenderPoolSvg(MustParsePool(pool), {MustParse(second), MustParse(first)}));
+  const auto bars = All(svg, "rect", "job-colour");
+  REQUIRE(bars.size() == 2);
+  CHECK(bars[0]->attrs.at("fill") == "#ff7f0e");  // train1-2's band
+  CHECK(bars[1]->attrs.at("fill") == "#1f77b4");  // train1's
 }
