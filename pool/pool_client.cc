@@ -88,14 +88,28 @@ bool PoolClient::JoinWith(const launcher::JobEntry& entry, std::string* err) {
   char machine[256] = {};
   gethostname(machine, sizeof(machine) - 1);
   HostLists held;
+  nlohmann::json releasing = nlohmann::json::array();
   {
     std::lock_guard<std::mutex> lock(mu_);
     held = held_;
+    // Live local ranks past the grant still drain slots given back: the pool must know them.
+    for (const auto& [host, ranks] : live_) {
+      auto granted = held_.find(host);
+      size_t have = granted == held_.end() ? 0 : granted->second.size();
+      auto views = slots_.find(host);
+      for (int rank : ranks) {
+        if (rank < 0 || static_cast<size_t>(rank) < have || views == slots_.end() ||
+            static_cast<size_t>(rank) >= views->second.size() || views->second[rank].slot < 0) {
+          continue;
+        }
+        releasing.push_back({host, rank, views->second[rank].slot});
+      }
+    }
   }
   const JoinRequest& r = options_.join;
   nlohmann::json body = {{"name", r.name}, {"priority", r.priority}, {"min_np", r.min_np},
                          {"max_np", r.max_np}, {"pid", r.pid}, {"machine", machine},
-                         {"held", Lists(held)}};
+                         {"held", Lists(held)}, {"releasing", releasing}};
   std::string reply;
   int status = launcher::ControlRequest(entry, "POST", "/jobs", body.dump(), &reply, err, kRequestTimeout);
   if (status == 0) return false;

@@ -4,7 +4,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <charconv>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -128,6 +131,8 @@ class Daemon {
       }
     }
     if (!err.empty()) return Fail(err, 1);
+    book_path_ = launcher::RegistryDir(&err, launcher::kPoolRegistry) + "/" + options_.name + ".book.json";
+    LoadBook();
     server_ = std::make_unique<launcher::ControlServer>(
         &io_, [this](const rendezvous::HttpRequest& r, std::function<void(int, json)> respond) {
           Handle(r, std::move(respond));
@@ -148,6 +153,7 @@ class Daemon {
                                       {field::kTotal, total}});
     if (options_.discovery_script.empty()) {
       state_.SetHosts(std::move(fixed), Now());
+      Restore();
     } else {
       discovery_ = std::make_unique<launcher::ShellScriptRunner>(options_.discovery_script,
                                                                   options_.discovery_timeout);
@@ -192,6 +198,46 @@ class Daemon {
     return true;
   }
 
+  // The book of a pool of this name that ran before (stopped, or killed): its jobs may still
+  // train on the slots they held, so those stay theirs until they join again or are gone.
+  // Read before anything is written over it; applied once the pool knows its hosts.
+  void LoadBook() {
+    std::ifstream in(book_path_);
+    if (!in) return;
+    previous_book_ = json::parse(in, nullptr, false);
+    if (previous_book_.is_discarded()) {
+      spdlog::warn("ignoring {}: not JSON", book_path_);
+      previous_book_ = nullptr;
+    }
+  }
+
+  void Restore() {
+    if (restored_) return;
+    restored_ = true;
+    if (previous_book_.is_null()) return SaveBook();
+    state_.Restore(previous_book_, Now());
+    previous_book_ = nullptr;
+    size_t jobs = state_.Holdings()["jobs"].size();
+    if (jobs > 0) {
+      spdlog::info("{} job{} of the previous pool '{}' keep{} their slots until they join again",
+                   jobs, jobs == 1 ? "" : "s", options_.name, jobs == 1 ? "s" : "");
+    }
+    SaveBook();
+  }
+
+  // Keeps the book on disk (0600 in the private registry directory), replaced atomically.
+  void SaveBook() {
+    if (!restored_ || book_path_.empty() || book_path_[0] != '/') return;
+    std::string tmp = book_path_ + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << state_.Holdings().dump() << "\n";
+      if (!out) return;
+    }
+    chmod(tmp.c_str(), 0600);
+    rename(tmp.c_str(), book_path_.c_str());
+  }
+
   void SetHosts(const std::vector<discovery::HostSlots>& hosts) {
     std::vector<PoolHost> made;
     for (const discovery::HostSlots& h : hosts) made.push_back(devices_.Make(h));
@@ -211,6 +257,7 @@ class Daemon {
         } else {
           for (const std::string& w : warnings) spdlog::warn("pool discovery script {}", w);
           SetHosts(hosts);
+          Restore();
         }
         if (stopping_) return;
         poll_.expires_after(options_.discovery_interval);
@@ -244,6 +291,8 @@ class Daemon {
     stopping_ = true;
     spdlog::info("pool '{}' stops ({}); its jobs train on with the slots they hold", options_.name, why);
     events_.Emit(events::kPoolStop);
+    // Jobs that train on need the book at the next start; with none, nothing is left behind.
+    if (restored_ && state_.Holdings()["jobs"].empty()) unlink(book_path_.c_str());
     server_.reset();  // unpublished: jobs find no pool and train on
     io_.stop();
   }
@@ -271,6 +320,7 @@ class Daemon {
                    fields[field::kPriority].get<int>());
     }
     events_.Emit(event, std::move(fields));
+    SaveBook();
   }
 
   void Handle(const rendezvous::HttpRequest& r, std::function<void(int, json)> respond) {
@@ -342,6 +392,15 @@ class Daemon {
       return respond(400, {{"error", kShape}});
     }
     if (body.contains("held") && !ReadLists(body["held"], &request.held)) return respond(400, {{"error", kShape}});
+    if (body.contains("releasing")) {
+      try {
+        for (const json& r : body["releasing"]) {
+          request.releasing.push_back({r.at(0).get<std::string>(), r.at(1).get<int>(), r.at(2).get<int>()});
+        }
+      } catch (const json::exception&) {
+        return respond(400, {{"error", kShape}});
+      }
+    }
     std::string err;
     std::string id = state_.Join(request, now, &err);
     if (id.empty()) return respond(400, {{"error", err}});
@@ -377,6 +436,9 @@ class Daemon {
   std::unique_ptr<launcher::ShellScriptRunner> discovery_;
   std::unique_ptr<launcher::ControlServer> server_;
   std::string machine_;
+  std::string book_path_;  // the pool's book, kept for its next start
+  json previous_book_;     // the last pool's, until restored
+  bool restored_ = false;  // the last pool's book applied: this one's may be written
   bool stopping_ = false;
 };
 

@@ -97,6 +97,55 @@ void PoolState::SetHosts(std::vector<PoolHost> hosts, PoolTime now) {
   Rebalance(now);
 }
 
+nlohmann::json PoolState::Holdings() const {
+  nlohmann::json jobs = nlohmann::json::array();
+  for (const auto& [id, job] : jobs_) {
+    nlohmann::json held = nlohmann::json::object(), releasing = nlohmann::json::array();
+    for (const auto& [host, slots] : job.held) held[host] = slots;
+    for (const Releasing& r : job.releasing) releasing.push_back({r.host, r.local_rank, r.slot});
+    jobs.push_back({{"id", id}, {"priority", job.priority}, {"min_np", job.min_np},
+                    {"max_np", job.max_np}, {"arrival", job.arrival}, {"pid", job.pid},
+                    {"local", job.local}, {"held", held}, {"releasing", releasing}});
+  }
+  return {{"pool", name_}, {"jobs", jobs}};
+}
+
+void PoolState::Restore(const nlohmann::json& holdings, PoolTime now) {
+  if (!holdings.is_object() || !holdings.contains("jobs") || !holdings["jobs"].is_array()) return;
+  for (const nlohmann::json& j : holdings["jobs"]) {
+    Job job;
+    try {
+      job.id = j.at("id").get<std::string>();
+      job.priority = j.at("priority").get<int>();
+      job.min_np = j.at("min_np").get<int>();
+      job.max_np = j.at("max_np").get<int>();
+      job.arrival = j.at("arrival").get<int64_t>();
+      job.pid = j.at("pid").get<int>();
+      job.local = j.at("local").get<bool>();
+      for (const auto& [host, slots] : j.at("held").items()) job.held[host] = slots.get<std::vector<int>>();
+      for (const nlohmann::json& r : j.at("releasing")) {
+        job.releasing.push_back({r.at(0).get<std::string>(), r.at(1).get<int>(), r.at(2).get<int>()});
+      }
+    } catch (const nlohmann::json::exception&) {
+      continue;  // a damaged entry: that job joins again as a new one
+    }
+    if (job.id.empty() || jobs_.count(job.id) != 0 || job.priority < 1 || job.min_np < 1 ||
+        job.max_np < job.min_np) {
+      continue;
+    }
+    job.restored = true;
+    job.admitted = job.count() > 0;
+    job.last_grow = now;
+    job.last_heard = now;
+    arrivals_ = std::max(arrivals_, job.arrival + 1);
+    std::string id = job.id;
+    jobs_[id] = std::move(job);
+    std::string why;
+    if (!Consistent(&why)) jobs_.erase(id);  // overlaps what is restored already: dropped
+  }
+  Rebalance(now);
+}
+
 std::string PoolState::Join(const JoinRequest& request, PoolTime now, std::string* err) {
   if (request.min_np < 1 || request.max_np < request.min_np) {
     *err = "--min-np " + std::to_string(request.min_np) + " and --max-np " +
@@ -107,6 +156,25 @@ std::string PoolState::Join(const JoinRequest& request, PoolTime now, std::strin
     *err = "--priority " + std::to_string(request.priority) + " is out of range: give 1.." +
            std::to_string(kMaxPriority) + " (default " + std::to_string(kDefaultPriority) + ")";
     return "";
+  }
+  // The job of a restored placeholder joining again: it keeps its id and the book's holdings
+  // (newer than the job's own idea of them).
+  for (auto& [id, job] : jobs_) {
+    if (!job.restored) continue;
+    bool same = job.local ? request.local && request.pid == job.pid && request.pid > 0
+                          : !request.local && id == request.name;
+    if (!same) continue;
+    job.restored = false;
+    job.priority = request.priority;
+    job.min_np = request.min_np;
+    job.max_np = request.max_np;
+    job.last_heard = now;
+    events_(events::kPoolJobJoined, {{field::kJob, id}, {field::kPriority, job.priority},
+                                     {field::kMinNp, job.min_np}, {field::kMaxNp, job.max_np},
+                                     {field::kSlots, job.count()}});
+    std::string kept = id;
+    Rebalance(now);
+    return kept;
   }
   std::string base = request.name.empty() ? "job" : request.name;
   std::string id = base;
@@ -135,6 +203,16 @@ std::string PoolState::Join(const JoinRequest& request, PoolTime now, std::strin
       kept.push_back(slot);
     }
     if (!kept.empty()) job.held[host] = std::move(kept);
+  }
+  // Slots it still drains stay its own until it reports them gone.
+  for (const Releasing& r : request.releasing) {
+    int slots = -1;
+    for (const PoolHost& h : hosts_) {
+      if (h.name == r.host) slots = h.slots;
+    }
+    if (r.slot < 0 || r.slot >= slots || busy[r.host].count(r.slot) != 0) continue;
+    busy[r.host].insert(r.slot);
+    job.releasing.push_back(r);
   }
   if (job.count() > 0) {
     job.admitted = true;
@@ -224,7 +302,10 @@ void PoolState::Rebalance(PoolTime now) {
     return HigherFirst(a->priority, a->arrival, b->priority, b->arrival);
   });
   for (Job* job : order) {
-    if (job->admitted && job->count() < job->target) Grow(job, job->target - job->count(), now);
+    // A placeholder only keeps what it had: it grows once its job is back.
+    if (job->admitted && !job->restored && job->count() < job->target) {
+      Grow(job, job->target - job->count(), now);
+    }
   }
   ReportAllocation();
 }
@@ -318,7 +399,7 @@ std::vector<std::pair<std::string, int>> PoolState::LocalJobs() const {
 std::vector<std::pair<std::string, PoolTime>> PoolState::RemoteJobs() const {
   std::vector<std::pair<std::string, PoolTime>> out;
   for (const auto& [id, job] : jobs_) {
-    if (!job.local || job.pid <= 0) out.emplace_back(id, job.last_heard);
+    if (!job.local || job.pid <= 0 || job.restored) out.emplace_back(id, job.last_heard);
   }
   return out;
 }
@@ -350,7 +431,9 @@ nlohmann::json PoolState::Status(PoolTime now) const {
       }
       slots[host] = entries;
     }
-    const char* state = !job->admitted ? "queued" : job->count() == 0 ? "waiting" : "running";
+    const char* state = job->restored ? "rejoining"
+                        : !job->admitted ? "queued"
+                        : job->count() == 0 ? "waiting" : "running";
     jobs.push_back({{"job", job->id}, {"priority", job->priority}, {"min_np", job->min_np},
                     {"max_np", job->max_np}, {"state", state}, {"held", job->count()},
                     {"releasing", job->releasing.size()}, {"target", job->target},

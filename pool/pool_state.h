@@ -50,6 +50,13 @@ struct PoolHost {
 // host -> slot indices in local-rank order (a holding), or host -> local ranks (a live report).
 using HostLists = std::map<std::string, std::vector<int>>;
 
+// A slot a job still runs a process on although it was taken from it (draining).
+struct Releasing {
+  std::string host;
+  int local_rank = 0;
+  int slot = 0;
+};
+
 struct JoinRequest {
   std::string name;               // the job's name; made unique by the pool
   int priority = kDefaultPriority;
@@ -57,7 +64,9 @@ struct JoinRequest {
   int max_np = 1;
   int pid = 0;                    // the job's etrun, when `local`
   bool local = true;              // runs on the pool's machine: its pid is watched
-  HostLists held;                 // re-registration after the pool restarted: what it holds
+  // Re-registration with a pool that lost its book: what it holds, and slots it still drains.
+  HostLists held;
+  std::vector<Releasing> releasing;
 };
 
 // What a job may use now: per host, in local-rank order, the slot indices and their devices.
@@ -88,6 +97,12 @@ class PoolState {
   const std::vector<PoolHost>& hosts() const { return hosts_; }
   int total() const;
 
+  // The book as JSON (the daemon keeps it in a file), and a new pool's start from it: every job
+  // is restored with what it held, as a placeholder that keeps those slots from other jobs until
+  // the job joins again (adopted by pid, or by name for jobs on other machines) or is gone.
+  nlohmann::json Holdings() const;
+  void Restore(const nlohmann::json& holdings, PoolTime now);
+
   // A job joins (or re-registers with what it holds). Returns its id, or "" with *err.
   std::string Join(const JoinRequest& request, PoolTime now, std::string* err);
   // A job's report: local ranks with a live process per host. Frees slots it has given back,
@@ -100,8 +115,8 @@ class PoolState {
   // Applies holds that expired.
   void Tick(PoolTime now) { Rebalance(now); }
 
-  // Jobs whose etrun runs here (id, pid): the daemon watches their pids. The others (id, when
-  // last heard from): the daemon counts them lost after a lease without a report.
+  // Jobs whose etrun runs here (id, pid): the daemon watches their pids. The others, and restored
+  // placeholders (id, when last heard from): the daemon counts them lost after a lease.
   std::vector<std::pair<std::string, int>> LocalJobs() const;
   std::vector<std::pair<std::string, PoolTime>> RemoteJobs() const;
   bool HasJob(const std::string& id) const { return jobs_.count(id) != 0; }
@@ -112,11 +127,6 @@ class PoolState {
   bool Consistent(std::string* why) const;
 
  private:
-  struct Releasing {
-    std::string host;
-    int local_rank = 0;
-    int slot = 0;
-  };
   struct Job {
     std::string id;
     int priority = kDefaultPriority;
@@ -126,6 +136,7 @@ class PoolState {
     int pid = 0;
     bool local = true;
     bool admitted = false;
+    bool restored = false;  // a placeholder from Restore, not joined again yet
     int target = 0;
     HostLists held;
     std::vector<Releasing> releasing;

@@ -4,10 +4,11 @@
 # scales the job; then checks exit codes, exactly-once steps, every output line once, leaks and
 # etrun's RSS, and prints a verdict (see scripts/soak/chaos.py for the details).
 #
-#   scripts/soak.sh [SECONDS] [--seed N] [--torch-seconds T] [--keep DIR]
+#   scripts/soak.sh [SECONDS] [--seed N] [--torch-seconds T] [--pool-seconds P] [--keep DIR]
 #
 # SECONDS (default 60) is the chaos time of the first phase; the PyTorch phase adds
-# --torch-seconds (default 30; 0 skips it) plus start-up and the end of training. A long run:
+# --torch-seconds (default 30; 0 skips it) plus start-up and the end of training, and the shared
+# pool phase --pool-seconds (default 30; 0 skips it). A long run:
 # scripts/soak.sh 1800. The seed is printed first; --seed N replays its sequence of actions.
 # Exit code: 0 pass, 1 a check failed (evidence kept, path printed), 2 bad usage or no build.
 # ETRUN_BUILD_DIR names another build directory (default: build).

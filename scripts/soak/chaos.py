@@ -12,7 +12,11 @@ the script print garbage once in a while and hang past --discovery-timeout once,
 job with `etrun scale --remove/--add`. After --seconds it stops, puts the hosts back, writes the
 total step count (a little past the last committed step) to the steps file and lets the job end.
 Phase 2 (--torch-seconds, 0 skips it) runs scripts/examples/torch_elastic.py under
-`--elastic-mode restart` with fewer, gentler actions.
+`--elastic-mode restart` with fewer, gentler actions. Phase 3 (--pool-seconds, 0 skips it) runs
+`etrun pool start` on 8 slots while stand-in trainings join it (--pool, random min/max and
+priority), finish, get SIGKILLed, change priority, and the pool itself is restarted; it checks
+that no pool slot ever had processes of two jobs (sampling /proc), that no allocation event holds
+more slots than exist, and that every job that finished committed each step exactly once.
 
 Then it checks, and prints one line per failed check and a verdict:
   1. exit code 0, and a job_end event with exit_code 0;
@@ -899,12 +903,196 @@ def torch_phase(args, rng, etrun, work, env, pool, marker):
     return failures
 
 
+# ---------------------------------------------------------------------------------------------
+# Phase 3: the shared pool (issue 12)
+
+class PoolJob:
+    """A stand-in training on the pool; ends when its steps file appears."""
+
+    def __init__(self, etrun, work, name, env, rng):
+        self.name = name
+        self.dir = os.path.join(work, name)
+        self.records = os.path.join(self.dir, "records")
+        os.makedirs(self.records)
+        self.steps_file = os.path.join(self.dir, "steps")
+        self.min_np = rng.randint(1, 3)
+        self.max_np = self.min_np + rng.randint(0, 5)
+        self.priority = rng.choice([1000, 5000, 5000, 10000, 20000])
+        self.killed = False
+        self.total = None
+        self.out = open(os.path.join(self.dir, "out"), "wb")
+        self.proc = subprocess.Popen(
+            [etrun, "--pool", env["ETRUN_SOAK_POOL"], "--job-name", name, "--priority",
+             str(self.priority), "-np", str(self.min_np), "--min-np", str(self.min_np),
+             "--max-np", str(self.max_np), "--grace-period", "2",
+             PYTHON, STANDIN, "--steps", "1000000", "--step-seconds", "0.05",
+             "--startup-seconds", str(rng.choice([0.0, 0.5, 1.5])), "--record-dir", self.records,
+             "--steps-file", self.steps_file, "--timeout", "120"],
+            stdout=self.out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+
+    def finish(self):
+        self.total = max_committed(self.records) + 1 + 10
+        with open(self.steps_file + ".tmp", "w") as f:
+            f.write(str(self.total))
+        os.replace(self.steps_file + ".tmp", self.steps_file)
+
+
+def pool_slot_owners(marker):
+    """{pool slot: {job}} of live processes with the marker (ETRUN_POOL_SLOT, ETRUN_SOAK_JOB)."""
+    owners = collections.defaultdict(set)
+    needle = marker.encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+        except OSError:
+            continue
+        if needle not in env:
+            continue
+        slot = job = None
+        for kv in env:
+            if kv.startswith(b"ETRUN_POOL_SLOT="):
+                slot = kv[16:].decode()
+            elif kv.startswith(b"ETRUN_SOAK_JOB="):
+                job = kv[15:].decode()
+        if slot is not None:
+            owners[slot].add(job)
+    return owners
+
+
+def start_pool(etrun, work, env, name, generation):
+    log = open(os.path.join(work, f"pool{generation}.log"), "wb")
+    proc = subprocess.Popen([etrun, "pool", "start", name, "-H", "localhost:8", "--gpus", "none",
+                             "--min-hold", "1s", "--events-file",
+                             os.path.join(work, f"pool{generation}.jsonl")],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    for _ in range(100):
+        r = subprocess.run([etrun, "pool", "status", name, "--json"], capture_output=True, env=env)
+        if r.returncode == 0:
+            return proc
+        time.sleep(0.05)
+    raise RuntimeError(f"pool {name} did not come up")
+
+
+def pool_phase(args, rng, etrun, work, env, marker):
+    """Jobs arriving, finishing, crashing and changing priority on one pool of 8 slots, and the
+    pool itself restarted now and then; sampled all along for a slot with two jobs' processes."""
+    name = "soak" + uuid.uuid4().hex[:6]
+    env = dict(env, ETRUN_SOAK_POOL=name)
+    generation = 0
+    pool = start_pool(etrun, work, env, name, generation)
+    say(f"phase 3: pool {name} (8 slots), {args.pool_seconds} s of jobs arriving, finishing, "
+        f"crashing, changing priority; the pool restarted now and then")
+    jobs, running, clashes, samples = [], [], [], [0]
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            for slot, owners in pool_slot_owners(marker).items():
+                if len(owners) > 1:
+                    clashes.append((round(time.monotonic() - T0, 2), slot, sorted(owners)))
+            samples[0] += 1
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    counts = collections.Counter()
+    end = time.monotonic() + args.pool_seconds
+    try:
+        while time.monotonic() < end:
+            time.sleep(rng.uniform(0.5, 2.5))
+            running = [j for j in running if j.proc.poll() is None]
+            action = rng.choices(["arrive", "finish", "crash", "priority", "restart_pool"],
+                                 [4 if len(running) < 4 else 0, 2, 1, 2, 1])[0]
+            if action == "arrive":
+                job = PoolJob(etrun, work, f"job{len(jobs)}",
+                              dict(env, ETRUN_SOAK_JOB=f"job{len(jobs)}"), rng)
+                jobs.append(job)
+                running.append(job)
+            elif action == "finish" and running:
+                job = rng.choice(running)
+                if job.total is None and max_committed(job.records) >= 0:
+                    job.finish()
+                else:
+                    continue
+            elif action == "crash" and running:
+                job = rng.choice(running)
+                job.killed = True
+                job.proc.send_signal(signal.SIGKILL)  # etrun itself; its guardian kills the ranks
+            elif action == "priority" and running:
+                job = rng.choice(running)
+                subprocess.run([etrun, "pool", "priority", job.name,
+                                str(rng.choice([1000, 5000, 10000, 30000])), "--pool", name],
+                               capture_output=True, env=env)
+            elif action == "restart_pool":
+                pool.send_signal(signal.SIGTERM)
+                pool.wait(timeout=10)
+                time.sleep(rng.uniform(0.2, 2.0))
+                generation += 1
+                pool = start_pool(etrun, work, env, name, generation)
+            else:
+                continue
+            counts[action] += 1
+        say("pool chaos stopped; finishing the running jobs")
+        for job in jobs:
+            if job.proc.poll() is None and job.total is None:
+                job.finish()
+        failures = []
+        for job in jobs:
+            try:
+                rc = job.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                job.proc.kill()
+                rc = job.proc.wait()
+                failures.append(f"pool {job.name}: did not finish within 120 s")
+            job.out.close()
+            if job.killed:
+                continue
+            if rc != 0:
+                with open(os.path.join(job.dir, "out"), errors="replace") as f:
+                    failures.append(f"pool {job.name}: etrun exited with {rc}; output ends "
+                                    f"{f.read()[-300:]!r}")
+                continue
+            records, _ = read_records(job.records)
+            steps_failures, _ = check_steps(records, job.total)
+            failures += [f"pool {job.name}: {x}" for x in steps_failures[:3]]
+    finally:
+        stop.set()
+        watcher.join(timeout=10)
+        if pool.poll() is None:
+            pool.send_signal(signal.SIGTERM)
+            pool.wait(timeout=10)
+    failures += [f"pool: slot {slot} had processes of {owners} at once (t={t} s)"
+                 for t, slot, owners in clashes[:5]]
+    for g in range(generation + 1):
+        with open(os.path.join(work, f"pool{g}.jsonl")) as f:
+            for line in f:
+                e = json.loads(line)
+                if e["event"] == "pool_allocation" and sum(e["held"].values()) > e["total"]:
+                    failures.append(f"pool (run {g}): {sum(e['held'].values())} slots held of "
+                                    f"{e['total']} at t={e['t']}")
+    left = processes_with_marker(marker)
+    if left:
+        failures.append(f"pool: processes left behind: {left[:5]}")
+    say(f"phase 3 figures: actions {dict(counts)}; {len(jobs)} jobs "
+        f"({sum(j.killed for j in jobs)} killed), {generation} pool restarts, "
+        f"{samples[0]} slot samples")
+    return failures
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=60, help="chaos time of phase 1")
     parser.add_argument("--seed", type=int, help="replays a run (printed at the start)")
     parser.add_argument("--torch-seconds", type=float, default=30,
                         help="chaos time of the PyTorch phase (0: skip it)")
+    parser.add_argument("--pool-seconds", type=float, default=30,
+                        help="chaos time of the shared-pool phase (0: skip it)")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a "
                         "temporary directory, removed when the soak passes)")
     parser.add_argument("--etrun", default=os.path.join(ROOT, "build", "etrun"))
@@ -916,13 +1104,14 @@ def main(argv=None):
         print(f"soak: error: {args.etrun} is missing: build first (cmake -S . -B build "
               f"-DCMAKE_BUILD_TYPE=Release && cmake --build build -j2)", file=sys.stderr)
         return 2
-    if args.seconds <= 0 or args.torch_seconds < 0:
-        print("soak: error: --seconds must be positive and --torch-seconds not negative",
+    if args.seconds <= 0 or args.torch_seconds < 0 or args.pool_seconds < 0:
+        print("soak: error: --seconds must be positive, --torch-seconds and --pool-seconds not "
+              "negative",
               file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     say(f"seed {seed} (replay: scripts/soak.sh {args.seconds:g} --seed {seed} "
-        f"--torch-seconds {args.torch_seconds:g})")
+        f"--torch-seconds {args.torch_seconds:g} --pool-seconds {args.pool_seconds:g})")
     rng = random.Random(seed)
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
@@ -945,6 +1134,10 @@ def main(argv=None):
             torch_dir = os.path.join(work, "torch")
             os.mkdir(torch_dir)
             failures += torch_phase(args, rng, args.etrun, torch_dir, env, pool, marker)
+        if args.pool_seconds > 0:
+            pool_dir = os.path.join(work, "pool")
+            os.mkdir(pool_dir)
+            failures += pool_phase(args, rng, args.etrun, pool_dir, env, marker)
     finally:
         for pid in processes_with_marker(marker):
             try:
