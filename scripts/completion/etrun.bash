@@ -1,5 +1,6 @@
 # bash completion for etrun: verbs as the first word, flags from `etrun --help`, job names from
-# `etrun list` for status/scale, files for report and for flags that take a path.
+# `etrun list` for status/scale, pool sub-verbs and pool names, files for report and for flags that
+# take a path.
 _etrun() {
   local cur prev words cword
   _init_completion 2>/dev/null || {
@@ -8,7 +9,7 @@ _etrun() {
   }
   local etrun=${words[0]}
   if [ "$cword" -eq 1 ] && [[ "$cur" != -* ]]; then
-    COMPREPLY=($(compgen -W "status list scale report" -- "$cur"))
+    COMPREPLY=($(compgen -W "status list scale report pool" -- "$cur"))
     return
   fi
   case "${words[1]}" in
@@ -20,6 +21,20 @@ _etrun() {
       fi
       return ;;
     list) return ;;
+    pool)
+      if [ "$cword" -eq 2 ]; then
+        COMPREPLY=($(compgen -W "start status priority stop token" -- "$cur"))
+      elif [[ "$cur" == -* ]]; then
+        COMPREPLY=($(compgen -W "$("$etrun" pool "${words[2]}" --help 2>/dev/null | grep -oE -- '--[a-z][a-z-]*' | sort -u)" -- "$cur"))
+      elif [ "$prev" = --hostfile ] || [ "$prev" = --host-discovery-script ] || [ "$prev" = --events-file ]; then
+        COMPREPLY=($(compgen -f -- "$cur"))
+      else
+        local dir=${XDG_RUNTIME_DIR:-}
+        if [ -z "$dir" ] || [ ! -w "$dir" ]; then dir=/tmp/etrun-$(id -u); else dir=$dir/etrun; fi
+        local pools=$(ls "$dir/pools" 2>/dev/null | sed -n 's/\.json$//p' | grep -v '\.book$')
+        COMPREPLY=($(compgen -W "$pools" -- "$cur"))
+      fi
+      return ;;
     report)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
   esac

@@ -89,6 +89,10 @@ def test_the_bash_completion_completes_verbs_flags_and_job_names(prefix, tmp_pat
 
     assert complete("etrun", "st") == ["status"]
     assert complete("etrun", "sc") == ["scale"]
+    assert complete("etrun", "po") == ["pool"]
+    assert complete("etrun", "pool", "pr") == ["priority"]
+    assert "--min-hold" in complete("etrun", "pool", "start", "--min")
+    assert "--priority" in complete("etrun", "--pri")
     assert "--host-discovery-script" in complete("etrun", "--host-d")
     assert "--recovery-grace" in complete("etrun", "-np", "2", "--rec")
     assert "--add" in complete("etrun", "scale", "--a")

@@ -13,15 +13,17 @@ chaos = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(chaos)
 
 
-def test_a_60_second_soak_with_a_pytorch_phase_passes():
+def test_a_60_second_soak_with_pytorch_and_pool_phases_passes():
     env = dict(os.environ, ETRUN_BUILD_DIR=os.path.dirname(ETRUN))
-    r = subprocess.run([SOAK, "60", "--torch-seconds", "30"], capture_output=True, text=True,
-                       timeout=420, env=env, stdin=subprocess.DEVNULL)
+    r = subprocess.run([SOAK, "60", "--torch-seconds", "30", "--pool-seconds", "30"],
+                       capture_output=True, text=True, timeout=480, env=env,
+                       stdin=subprocess.DEVNULL)
     out = r.stdout
     assert r.returncode == 0, out[-6000:] + r.stderr[-2000:]
     assert "soak: [" in out and " seed " in out.splitlines()[0]
     assert "verdict: PASS" in out.splitlines()[-1]
     assert "phase 1 figures:" in out and "phase 2 figures:" in out
+    assert "phase 3 figures:" in out
 
 
 def test_soak_sh_refuses_a_bad_duration():
