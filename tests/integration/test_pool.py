@@ -366,3 +366,40 @@ def test_bad_requests_get_one_line_errors(tmp_path, marker, marker_env):
         assert wait_until(lambda: held(pool.name) == {}, timeout=5)
     finally:
         pool.stop()
+
+
+def test_restart_mode_jobs_move_slots_by_restarting(tmp_path, marker, marker_env):
+    """--elastic-mode restart (torch.distributed-style workers): a move is the job's own path,
+    every rank stopped and the new world started with the new WORLD_SIZE."""
+    pool = Pool(tmp_path, marker_env, slots=4)
+    worker = 'echo "world=$WORLD_SIZE rank=$RANK slot=$ETRUN_POOL_SLOT"; exec sleep 60'
+    procs, outs = [], []
+    try:
+        for name in ("first", "second"):
+            out = open(tmp_path / f"{name}.out", "wb")
+            outs.append(out)
+            procs.append(subprocess.Popen(
+                [ETRUN, "--pool", pool.name, "--job-name", name, "--elastic-mode", "restart",
+                 "-np", "1", "--min-np", "1", "--max-np", "4", "--grace-period", "1",
+                 "sh", "-c", worker],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, **marker_env}))
+            if name == "first":
+                assert wait_until(lambda: (tmp_path / "first.out").read_text().count("world=4") == 4,
+                                  timeout=20), pool.text()
+        assert wait_until(lambda: held(pool.name) == {"first": 2, "second": 2}, timeout=30), pool.text()
+        assert wait_until(lambda: (tmp_path / "first.out").read_text().count("world=2") == 2 and
+                          (tmp_path / "second.out").read_text().count("world=2") == 2, timeout=20)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=20)
+        for out in outs:
+            out.close()
+        pool.stop()
+    first = (tmp_path / "first.out").read_text()
+    # The 4-rank world was stopped before the 2-rank one started: a restart, not a resize.
+    assert first.index("world=2") > first.rindex("world=4")
+    slots = lambda text, world: {l.split("slot=")[1] for l in text.splitlines() if f"world={world} " in l}
+    assert not slots(first, 2) & slots((tmp_path / "second.out").read_text(), 2)
