@@ -937,29 +937,23 @@ class PoolJob:
         os.replace(self.steps_file + ".tmp", self.steps_file)
 
 
-def pool_slot_owners(marker):
-    """{pool slot: {job}} of live processes with the marker (ETRUN_POOL_SLOT, ETRUN_SOAK_JOB)."""
+def pool_slot_owners(marker, job_var="ETRUN_SOAK_JOB"):
+    """{pool slot: {job}} of live processes with the marker: their ETRUN_POOL_SLOT, and the job
+    named by `job_var` in their environment."""
     owners = collections.defaultdict(set)
-    needle = marker.encode()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+    slot_key, job_key = b"ETRUN_POOL_SLOT=", job_var.encode() + b"="
+    for pid in processes_with_marker(marker):
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
                 env = f.read().split(b"\0")
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue
         except OSError:
-            continue
-        if needle not in env:
             continue
         slot = job = None
         for kv in env:
-            if kv.startswith(b"ETRUN_POOL_SLOT="):
-                slot = kv[16:].decode()
-            elif kv.startswith(b"ETRUN_SOAK_JOB="):
-                job = kv[15:].decode()
+            if kv.startswith(slot_key):
+                slot = kv[len(slot_key):].decode()
+            elif kv.startswith(job_key):
+                job = kv[len(job_key):].decode()
         if slot is not None:
             owners[slot].add(job)
     return owners
@@ -1078,7 +1072,7 @@ def pool_phase(args, rng, etrun, work, env, marker):
                                     f"{e['total']} at t={e['t']}")
     left = processes_with_marker(marker)
     if left:
-        failures.append(f"pool: processes left behind: {left[:5]}")
+        failures.append(f"pool: processes left behind: {sorted(left)[:5]}")
     say(f"phase 3 figures: actions {dict(counts)}; {len(jobs)} jobs "
         f"({sum(j.killed for j in jobs)} killed), {generation} pool restarts, "
         f"{samples[0]} slot samples")

@@ -123,7 +123,7 @@ class SlotWatch:
     """Samples /proc: which job's processes sit on which pool slot (ETRUN_POOL_SLOT)."""
 
     def __init__(self, marker):
-        self.marker = marker.encode()
+        self.marker = marker
         self.clashes = []
         self.samples = 0
         self.stop_flag = False
@@ -131,33 +131,7 @@ class SlotWatch:
         self.thread.start()
 
     def sample(self):
-        owners = {}
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    env = f.read().split(b"\0")
-            except OSError:
-                continue
-            if self.marker not in env:
-                continue
-            slot = job = None
-            for kv in env:
-                if kv.startswith(b"ETRUN_POOL_SLOT="):
-                    slot = kv[16:].decode()
-                elif kv.startswith(b"ETRUN_TEST_JOB="):
-                    job = kv[15:].decode()
-            if slot is None:
-                continue
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                        continue
-            except OSError:
-                continue
-            owners.setdefault(slot, set()).add(job)
-        for slot, jobs in owners.items():
+        for slot, jobs in chaos.pool_slot_owners(self.marker, "ETRUN_TEST_JOB").items():
             if len(jobs) > 1:
                 self.clashes.append((slot, sorted(jobs)))
         self.samples += 1
