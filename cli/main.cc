@@ -80,10 +80,13 @@ int main(int argc, char** argv) {
         return etrun::kExitFailure;
       }
     }
-    etrun::launcher::JobServices services{&spawner, &discovery, pool.get(), &clock, &file_limit, {}};
-    etrun::launcher::Runtime runtime(config, std::move(environment), std::move(services),
-                                     etrun::launcher::MakePolicy(config));
-    int code = runtime.Run();
+    int code;
+    {
+      etrun::launcher::JobServices services{&spawner, &discovery, pool.get(), &clock, &file_limit, {}};
+      etrun::launcher::Runtime runtime(config, std::move(environment), std::move(services),
+                                       etrun::launcher::MakePolicy(config));
+      code = runtime.Run();
+    }  // the runtime's signal handlers are gone: Ctrl-C now ends etrun at once
     if (pool) pool->Leave();  // every rank is gone: the slots are free now
     return code;
   } catch (const std::exception& e) {

@@ -121,7 +121,13 @@ int StartMain(int argc, char** argv) {
     return Error("pool start " + o.name + ": say where the slots are: -H HOST:SLOTS,..., --hostfile "
                  "FILE or --host-discovery-script SCRIPT", 2);
   }
-  if (ranks_per_gpu < 1) return Error("--ranks-per-gpu: expected at least 1, got " + std::to_string(ranks_per_gpu), 2);
+  if (ranks_per_gpu < 1 || ranks_per_gpu > 1024) {
+    return Error("--ranks-per-gpu: expected 1..1024, got " + std::to_string(ranks_per_gpu), 2);
+  }
+  if (o.gpus != "auto" && o.gpus != "none" && (o.gpus.size() > 4 || o.gpus.find_first_not_of("0123456789") != std::string::npos ||
+                                                std::stoi(o.gpus) < 1 || std::stoi(o.gpus) > 4096)) {
+    return Error("--gpus " + o.gpus + ": give auto, none or a count of GPUs per host (1..4096)", 2);
+  }
   o.ranks_per_gpu = ranks_per_gpu;
   if (o.name.empty() || o.name.find('/') != std::string::npos || o.name.find(':') != std::string::npos) {
     return Error("pool name '" + o.name + "': give a plain name without '/' or ':'", 2);

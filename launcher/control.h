@@ -70,6 +70,9 @@ class ControlServer {
 
   const std::string& name() const { return entry_.job; }
   const JobEntry& entry() const { return entry_; }
+  // Uses `token` (64 hex digits) instead of a fresh one: a restarted pool keeps its token, so
+  // jobs on other machines that were given it can join again. Before Start.
+  void UseToken(const std::string& token);
 
  private:
   class Auth;

@@ -453,6 +453,12 @@ void ElasticPolicy::ApplyOverrides(const std::string& body, ControlRespond respo
     next.remove.push_back(host.get<std::string>());
   }
   if (!j["to"].is_null()) next.to = j["to"].get<int>();
+  if (pool_ != nullptr && (!next.add.empty() || !next.remove.empty())) {
+    // The pool decides a pool job's hosts; slots past its grant are other jobs'.
+    return respond(400, {{"error", "the job's hosts are pool '" + pool_->name() +
+                                       "''s: change its share with `etrun pool priority`, or cap "
+                                       "it with --to N"}});
+  }
   if (next.to && *next.to < options_.min_np) {
     return respond(400, {{"error", "--to " + std::to_string(*next.to) + " is below --min-np " +
                                        std::to_string(options_.min_np)}});

@@ -111,7 +111,13 @@ bool PoolClient::JoinWith(const launcher::JobEntry& entry, std::string* err) {
                          {"max_np", r.max_np}, {"pid", r.pid}, {"machine", machine},
                          {"held", Lists(held)}, {"releasing", releasing}};
   std::string reply;
-  int status = launcher::ControlRequest(entry, "POST", "/jobs", body.dump(), &reply, err, kRequestTimeout);
+  int status = 0;
+  // 503: the pool is starting (its hosts are not known yet); it answers within a discovery run.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    status = launcher::ControlRequest(entry, "POST", "/jobs", body.dump(), &reply, err, kRequestTimeout);
+    if (status != 503) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   if (status == 0) return false;
   nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
   if (status != 200 || !j.is_object() || !j.contains("id") || !j["id"].is_string()) {
@@ -191,14 +197,16 @@ discovery::ScriptResult PoolClient::Sync() {
     status = launcher::ControlRequest(entry, "POST", "/jobs/" + id + "/sync", body.dump(), &reply,
                                       &err, kRequestTimeout);
   }
-  if (status == 0 || status == 404) {
-    // The pool went away (or restarted, or counted this job gone): join it again with what we
-    // hold; until then train on the last grant.
+  if (status == 503) return {true, last, "", ""};  // the pool is starting: train on
+  if (status == 0 || status == 401 || status == 410) {
+    // The pool went away, or restarted (a new port or token, or no book of this job), or counted
+    // this job gone: join it again with what we hold; until then train on the last grant.
     launcher::JobEntry found;
     std::string why;
     if (!lost) {
       spdlog::warn("pool '{}' {}: training on the slots held; joining again when it is back",
-                   options_.pool, status == 0 ? "cannot be reached (" + err + ")" : "no longer knows this job");
+                   options_.pool, status == 0 ? "cannot be reached (" + err + ")"
+                                  : status == 401 ? "was restarted" : "no longer knows this job");
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -137,6 +137,9 @@ class Daemon {
         &io_, [this](const rendezvous::HttpRequest& r, std::function<void(int, json)> respond) {
           Handle(r, std::move(respond));
         });
+    if (previous_book_.is_object() && previous_book_.contains("token") && previous_book_["token"].is_string()) {
+      server_->UseToken(previous_book_["token"].get<std::string>());
+    }
     if (!server_->Start(options_.name, &err, launcher::kPoolRegistry, address, port)) {
       return Fail("cannot open pool '" + options_.name + "': " + err, 1);
     }
@@ -228,10 +231,12 @@ class Daemon {
   // Keeps the book on disk (0600 in the private registry directory), replaced atomically.
   void SaveBook() {
     if (!restored_ || book_path_.empty() || book_path_[0] != '/') return;
-    std::string tmp = book_path_ + ".tmp";
+    std::string tmp = book_path_ + ".tmp" + std::to_string(getpid());
+    json book = state_.Holdings();
+    if (server_) book["token"] = server_->entry().token;
     {
       std::ofstream out(tmp, std::ios::trunc);
-      out << state_.Holdings().dump() << "\n";
+      out << book.dump() << "\n";
       if (!out) return;
     }
     chmod(tmp.c_str(), 0600);
@@ -334,6 +339,11 @@ class Daemon {
     }
     json body = json::parse(r.body.empty() ? "{}" : r.body, nullptr, false);
     if (!body.is_object()) return respond(400, {{"error", "the body is not a JSON object"}});
+    // Until the first discovery run and the last pool's book are in, holdings are not known:
+    // jobs wait (and train on) rather than be cut to nothing.
+    if (!restored_ && r.method == "POST" && path.starts_with("/jobs")) {
+      return respond(503, {{"error", "pool '" + options_.name + "' is starting: its hosts are not known yet"}});
+    }
     if (r.method == "POST" && path == "/jobs") return Join(body, now, respond);
     if (r.method == "POST" && path == "/priority") {
       std::string err;
@@ -387,7 +397,8 @@ class Daemon {
       request.min_np = body.at("min_np").get<int>();
       request.max_np = body.at("max_np").get<int>();
       request.pid = body.value("pid", 0);
-      request.local = body.value("machine", "") == machine_;
+      // On this machine and visible here: a job in another pid namespace is watched by lease.
+      request.local = body.value("machine", "") == machine_ && Alive(request.pid);
     } catch (const json::exception&) {
       return respond(400, {{"error", kShape}});
     }
@@ -415,7 +426,8 @@ class Daemon {
     }
     Grant grant;
     std::string err;
-    if (!state_.Sync(id, live, now, &grant, &err)) return respond(404, {{"error", err}});
+    // 410: this pool does not know the job (restarted without a book, or counted it gone).
+    if (!state_.Sync(id, live, now, &grant, &err)) return respond(410, {{"error", err}});
     json hosts = json::array();
     for (const Grant::Host& h : grant.hosts) {
       hosts.push_back({{"host", h.name}, {"slots", h.slots}, {"devices", h.devices}});

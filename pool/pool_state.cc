@@ -1,6 +1,7 @@
 #include "pool/pool_state.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "events/schema.h"
 
@@ -133,6 +134,19 @@ void PoolState::Restore(const nlohmann::json& holdings, PoolTime now) {
         job.max_np < job.min_np) {
       continue;
     }
+    // Slots the pool does not have (now) are given back, with every later local rank of the
+    // host, as when hosts change.
+    std::map<std::string, int> slots;
+    for (const PoolHost& h : hosts_) slots[h.name] = h.slots;
+    for (auto it = job.held.begin(); it != job.held.end();) {
+      auto host = slots.find(it->first);
+      std::vector<int>& list = it->second;
+      size_t cut = 0;
+      while (cut < list.size() && host != slots.end() && list[cut] >= 0 && list[cut] < host->second) ++cut;
+      for (size_t k = cut; k < list.size(); ++k) job.releasing.push_back({it->first, static_cast<int>(k), list[k]});
+      list.resize(cut);
+      it = list.empty() ? job.held.erase(it) : std::next(it);
+    }
     job.restored = true;
     job.admitted = job.count() > 0;
     job.last_grow = now;
@@ -176,7 +190,11 @@ std::string PoolState::Join(const JoinRequest& request, PoolTime now, std::strin
     Rebalance(now);
     return kept;
   }
-  std::string base = request.name.empty() ? "job" : request.name;
+  // Ids go into URLs and file names: letters, digits, '.', '_' and '-' only.
+  std::string base = request.name.empty() ? "job" : request.name.substr(0, 200);
+  for (char& c : base) {
+    if (!isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  }
   std::string id = base;
   for (int n = 2; jobs_.count(id) != 0; ++n) id = base + "-" + std::to_string(n);
   Job job;
@@ -197,10 +215,20 @@ std::string PoolState::Join(const JoinRequest& request, PoolTime now, std::strin
       if (h.name == host) slots = h.slots;
     }
     std::vector<int> kept;
-    for (int slot : list) {
+    size_t k = 0;
+    for (; k < list.size(); ++k) {
+      int slot = list[k];
       if (slot < 0 || slot >= slots || busy[host].count(slot) != 0) break;
       busy[host].insert(slot);
       kept.push_back(slot);
+    }
+    // Local ranks past the cut still run until the job drains them: the slots of theirs that
+    // exist and are free stay the job's until then.
+    for (; k < list.size(); ++k) {
+      int slot = list[k];
+      if (slot < 0 || slot >= slots || busy[host].count(slot) != 0) continue;
+      busy[host].insert(slot);
+      job.releasing.push_back({host, static_cast<int>(k), slot});
     }
     if (!kept.empty()) job.held[host] = std::move(kept);
   }
@@ -399,7 +427,7 @@ std::vector<std::pair<std::string, int>> PoolState::LocalJobs() const {
 std::vector<std::pair<std::string, PoolTime>> PoolState::RemoteJobs() const {
   std::vector<std::pair<std::string, PoolTime>> out;
   for (const auto& [id, job] : jobs_) {
-    if (!job.local || job.pid <= 0 || job.restored) out.emplace_back(id, job.last_heard);
+    if (!job.local || job.pid <= 0) out.emplace_back(id, job.last_heard);
   }
   return out;
 }

@@ -103,7 +103,8 @@ class PoolState {
   nlohmann::json Holdings() const;
   void Restore(const nlohmann::json& holdings, PoolTime now);
 
-  // A job joins (or re-registers with what it holds). Returns its id, or "" with *err.
+  // A job joins (or re-registers with what it holds). Returns its id (the name, made unique, with
+  // characters other than letters, digits, '.', '_' and '-' replaced by '_'), or "" with *err.
   std::string Join(const JoinRequest& request, PoolTime now, std::string* err);
   // A job's report: local ranks with a live process per host. Frees slots it has given back,
   // rebalances, and returns its grant. False with *err for an unknown job.
@@ -115,8 +116,8 @@ class PoolState {
   // Applies holds that expired.
   void Tick(PoolTime now) { Rebalance(now); }
 
-  // Jobs whose etrun runs here (id, pid): the daemon watches their pids. The others, and restored
-  // placeholders (id, when last heard from): the daemon counts them lost after a lease.
+  // Jobs whose etrun runs here (id, pid): the daemon watches their pids (restored placeholders
+  // too). The others (id, when last heard from): the daemon counts them lost after a lease.
   std::vector<std::pair<std::string, int>> LocalJobs() const;
   std::vector<std::pair<std::string, PoolTime>> RemoteJobs() const;
   bool HasJob(const std::string& id) const { return jobs_.count(id) != 0; }

@@ -242,6 +242,9 @@ def test_jobs_train_on_without_the_pool_and_join_again(tmp_path, marker, marker_
     job = Job(tmp_path, pool, "steady", marker_env, max_np=4)
     try:
         assert wait_until(lambda: held(pool.name) == {"steady": 4} and job.trains_at(4), timeout=60)
+        # Its hosts are the pool's: `etrun scale` may cap it, not add hosts.
+        r = run_etrun(["scale", "steady", "--add", "localhost:8", "--timeout", "5s"], env=marker_env)
+        assert r.returncode != 0 and b"pool" in r.stderr and b"etrun pool priority" in r.stderr, r.stderr
         pool.stop()
         before = chaos.max_committed(str(job.records))
         assert wait_until(lambda: chaos.max_committed(str(job.records)) > before + 20, timeout=30), \

@@ -194,12 +194,12 @@ TEST_CASE("pool: re-registration keeps free slots, cuts at a taken one") {
   PoolTime t{};
   pool.SetHosts({{"h", 4, {}}}, t);
   std::string err;
-  JoinRequest first = Request("a", 1, 4);
+  JoinRequest first = Request("a", 1, 2);
   first.held = {{"h", {0, 1}}};
   FakeJob a{pool.Join(first, t, &err), {}, {}};
   a.live = {{"h", {0, 1}}};
   JoinRequest second = Request("b", 1, 4);
-  second.held = {{"h", {2, 1, 3}}};  // slot 1 is a's: b keeps local rank 0 only
+  second.held = {{"h", {2, 1, 3}}};  // slot 1 is a's: b keeps local rank 0; rank 2 drains slot 3
   FakeJob b{pool.Join(second, t, &err), {}, {}};
   b.live = {{"h", {0, 1, 2}}};
   a.Sync(&pool, t);
@@ -207,8 +207,10 @@ TEST_CASE("pool: re-registration keeps free slots, cuts at a taken one") {
   CHECK(pool.Consistent(&err));
   CHECK(a.grant.total() == 2);
   REQUIRE(b.grant.hosts.size() == 1);
-  CHECK(b.grant.hosts[0].slots[0] == 2);
-  CHECK(b.grant.total() == 2);
+  CHECK(b.grant.hosts[0].slots == std::vector<int>{2});  // no growth there while rank 2 drains
+  CHECK(pool.Status(t)["free"] == 0);                    // slot 3 is still b's
+  b.Sync(&pool, t);                                      // rank 2 is gone now
+  CHECK(b.grant.hosts[0].slots == std::vector<int>{2, 3});
   CHECK(pool.Join(Request("bad", 3, 2), t, &err).empty());
   CHECK(err.find("min-np") != std::string::npos);
   CHECK_FALSE(pool.SetPriority("nope", 10, t, &err));
@@ -312,11 +314,12 @@ TEST_CASE("pool: a restarted pool keeps the old jobs' slots until they join agai
   std::string which;
   CHECK_FALSE(Overlap(both, &which));
   CHECK(second.Consistent(&err));
-  // A placeholder nobody claims is what the daemon times out: it is listed for the lease check.
+  // A placeholder nobody claims is dropped by the daemon: by its pid, or after a lease.
   PoolState third("p", 1, 0ms, [](const char*, nlohmann::json) {});
   third.SetHosts({{"h", 4, {}}}, t);
   third.Restore(second.Holdings(), t);
-  CHECK(third.RemoteJobs().size() == 2);
+  CHECK(third.LocalJobs().size() == 1);   // "a": its pid is watched
+  CHECK(third.RemoteJobs().size() == 1);  // "b" (no pid): a lease
 }
 
 TEST_CASE("pool: a job joining a pool that lost its book keeps the slots it still drains") {
@@ -338,4 +341,21 @@ TEST_CASE("pool: a job joining a pool that lost its book keeps the slots it stil
   other.Sync(&pool, t);
   CHECK(other.grant.total() == 3);
   CHECK(pool.Consistent(&err));
+}
+
+TEST_CASE("pool: ids are safe in URLs and file names; a restored job on a host that left drains") {
+  PoolState pool("p", 1, 0ms, [](const char*, nlohmann::json) {});
+  PoolTime t{};
+  pool.SetHosts({{"h", 2, {}}, {"g", 2, {}}}, t);
+  std::string err;
+  CHECK(pool.Join(Request("exp/1 run", 1, 4), t, &err) == "exp_1_run");
+  nlohmann::json book = pool.Holdings();
+  PoolState next("p", 1, 0ms, [](const char*, nlohmann::json) {});
+  next.SetHosts({{"h", 2, {}}}, t);  // g is gone
+  next.Restore(book, t);
+  nlohmann::json status = next.Status(t);
+  REQUIRE(status["jobs"].size() == 1);
+  CHECK(status["jobs"][0]["held"] == 2);
+  CHECK(status["jobs"][0]["releasing"] == 2);  // g's slots: its ranks there still drain
+  CHECK(next.Consistent(&err));
 }
