@@ -127,6 +127,9 @@ bool PoolClient::JoinWith(const launcher::JobEntry& entry, std::string* err) {
   std::lock_guard<std::mutex> lock(mu_);
   entry_ = entry;
   id_ = j["id"].get<std::string>();
+  // A pool without this job's book starts its versions again: what we saw of the old one's
+  // says nothing about the new one's.
+  seen_ = std::min(seen_, j.value("version", int64_t{0}));
   return true;
 }
 
@@ -182,6 +185,7 @@ discovery::ScriptResult PoolClient::Sync() {
   std::string id, last;
   HostLists live;
   bool lost;
+  int64_t seen;
   {
     std::lock_guard<std::mutex> lock(mu_);
     entry = entry_;
@@ -189,9 +193,12 @@ discovery::ScriptResult PoolClient::Sync() {
     live = live_;
     last = last_output_;
     lost = lost_;
+    seen = seen_;
   }
   std::string reply, err;
-  nlohmann::json body = {{"live", Lists(live)}};
+  // The previous grant reached the driver before this run began (runs are one at a time, each
+  // after the last result was applied): its version is what the job has seen.
+  nlohmann::json body = {{"live", Lists(live)}, {"seen", seen}};
   int status = 0;
   if (!lost) {
     status = launcher::ControlRequest(entry, "POST", "/jobs/" + id + "/sync", body.dump(), &reply,
@@ -217,6 +224,7 @@ discovery::ScriptResult PoolClient::Sync() {
       std::lock_guard<std::mutex> lock(mu_);
       lost_ = false;
       id = id_;
+      body["seen"] = seen_;
     }
     spdlog::info("joined pool '{}' again as '{}'", options_.pool, id);
     err.clear();
@@ -248,6 +256,7 @@ discovery::ScriptResult PoolClient::Sync() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   held_ = std::move(held);
+  seen_ = j.value("version", seen_);
   // A local rank keeps its entry after it is given back (its process may still be starting or
   // draining); the pool grants that place again only with a new entry, written here first.
   for (auto& [host, list] : views) {

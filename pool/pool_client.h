@@ -81,6 +81,7 @@ class PoolClient : public PoolLink {
   std::map<std::string, std::vector<SlotView>> slots_;
   std::string last_output_;
   bool lost_ = false;                              // the pool could not be reached
+  int64_t seen_ = 0;                               // version of the last grant handed out
 };
 
 }  // namespace etrun::pool

@@ -415,24 +415,28 @@ class Daemon {
     std::string err;
     std::string id = state_.Join(request, now, &err);
     if (id.empty()) return respond(400, {{"error", err}});
-    respond(200, {{"id", id}});
+    respond(200, {{"id", id}, {"version", state_.Version(id)}});
   }
 
   void Sync(const std::string& id, const json& body, PoolTime now,
             const std::function<void(int, json)>& respond) {
     HostLists live;
-    if (!body.contains("live") || !ReadLists(body["live"], &live)) {
-      return respond(400, {{"error", "expected {\"live\": {host: [local ranks]}}"}});
+    if (!body.contains("live") || !ReadLists(body["live"], &live) ||
+        (body.contains("seen") && !body["seen"].is_number_integer())) {
+      return respond(400, {{"error", "expected {\"live\": {host: [local ranks]}, \"seen\": N}"}});
     }
     Grant grant;
     std::string err;
     // 410: this pool does not know the job (restarted without a book, or counted it gone).
-    if (!state_.Sync(id, live, now, &grant, &err)) return respond(410, {{"error", err}});
+    if (!state_.Sync(id, live, body.value("seen", int64_t{0}), now, &grant, &err)) {
+      return respond(410, {{"error", err}});
+    }
     json hosts = json::array();
     for (const Grant::Host& h : grant.hosts) {
       hosts.push_back({{"host", h.name}, {"slots", h.slots}, {"devices", h.devices}});
     }
-    respond(200, {{"hosts", hosts}, {"target", grant.target}, {"queued", grant.queued}});
+    respond(200, {{"hosts", hosts}, {"target", grant.target}, {"queued", grant.queued},
+                  {"version", grant.version}});
   }
 
   static PoolTime Now() { return std::chrono::steady_clock::now(); }

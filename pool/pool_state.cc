@@ -83,8 +83,9 @@ void PoolState::SetHosts(std::vector<PoolHost> hosts, PoolTime now) {
       }
       // Those ranks still run until the job drains them: their slots (gone or not) stay the
       // job's until it says so, so a slot that comes back is not handed out under them.
+      if (cut < list.size()) ++job.version;
       for (size_t k = cut; k < list.size(); ++k) {
-        job.releasing.push_back({it->first, static_cast<int>(k), list[k]});
+        job.releasing.push_back({it->first, static_cast<int>(k), list[k], job.version});
       }
       list.resize(cut);
       it = list.empty() ? job.held.erase(it) : std::next(it);
@@ -103,8 +104,8 @@ nlohmann::json PoolState::Holdings() const {
   for (const auto& [id, job] : jobs_) {
     nlohmann::json held = nlohmann::json::object(), releasing = nlohmann::json::array();
     for (const auto& [host, slots] : job.held) held[host] = slots;
-    for (const Releasing& r : job.releasing) releasing.push_back({r.host, r.local_rank, r.slot});
-    jobs.push_back({{"id", id}, {"priority", job.priority}, {"min_np", job.min_np},
+    for (const Releasing& r : job.releasing) releasing.push_back({r.host, r.local_rank, r.slot, r.version});
+    jobs.push_back({{"id", id}, {"version", job.version}, {"priority", job.priority}, {"min_np", job.min_np},
                     {"max_np", job.max_np}, {"arrival", job.arrival}, {"pid", job.pid},
                     {"local", job.local}, {"held", held}, {"releasing", releasing}});
   }
@@ -124,8 +125,10 @@ void PoolState::Restore(const nlohmann::json& holdings, PoolTime now) {
       job.pid = j.at("pid").get<int>();
       job.local = j.at("local").get<bool>();
       for (const auto& [host, slots] : j.at("held").items()) job.held[host] = slots.get<std::vector<int>>();
+      job.version = j.value("version", int64_t{0});
       for (const nlohmann::json& r : j.at("releasing")) {
-        job.releasing.push_back({r.at(0).get<std::string>(), r.at(1).get<int>(), r.at(2).get<int>()});
+        job.releasing.push_back({r.at(0).get<std::string>(), r.at(1).get<int>(), r.at(2).get<int>(),
+                                 r.size() > 3 ? r.at(3).get<int64_t>() : job.version});
       }
     } catch (const nlohmann::json::exception&) {
       continue;  // a damaged entry: that job joins again as a new one
@@ -143,7 +146,10 @@ void PoolState::Restore(const nlohmann::json& holdings, PoolTime now) {
       std::vector<int>& list = it->second;
       size_t cut = 0;
       while (cut < list.size() && host != slots.end() && list[cut] >= 0 && list[cut] < host->second) ++cut;
-      for (size_t k = cut; k < list.size(); ++k) job.releasing.push_back({it->first, static_cast<int>(k), list[k]});
+      if (cut < list.size()) ++job.version;
+      for (size_t k = cut; k < list.size(); ++k) {
+        job.releasing.push_back({it->first, static_cast<int>(k), list[k], job.version});
+      }
       list.resize(cut);
       it = list.empty() ? job.held.erase(it) : std::next(it);
     }
@@ -254,8 +260,8 @@ std::string PoolState::Join(const JoinRequest& request, PoolTime now, std::strin
   return id;
 }
 
-bool PoolState::Sync(const std::string& id, const HostLists& live, PoolTime now, Grant* grant,
-                     std::string* err) {
+bool PoolState::Sync(const std::string& id, const HostLists& live, int64_t seen, PoolTime now,
+                     Grant* grant, std::string* err) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) {
     *err = "no job '" + id + "' in pool '" + name_ + "'";
@@ -263,7 +269,8 @@ bool PoolState::Sync(const std::string& id, const HostLists& live, PoolTime now,
   }
   Job& job = it->second;
   job.last_heard = now;
-  std::erase_if(job.releasing, [&live](const Releasing& r) {
+  std::erase_if(job.releasing, [&live, seen](const Releasing& r) {
+    if (r.version > seen) return false;  // the job has not applied the grant without it yet
     auto host = live.find(r.host);
     return host == live.end() ||
            std::find(host->second.begin(), host->second.end(), r.local_rank) == host->second.end();
@@ -280,6 +287,7 @@ bool PoolState::Sync(const std::string& id, const HostLists& live, PoolTime now,
   }
   grant->target = job.target;
   grant->queued = !job.admitted;
+  grant->version = job.version;
   return true;
 }
 
@@ -341,13 +349,14 @@ void PoolState::Rebalance(PoolTime now) {
 // Gives back `by` slots: whole hosts where the job has least first (fewer hosts to drain), the
 // highest local ranks of a host first.
 void PoolState::Shrink(Job* job, int by) {
+  if (by > 0 && !job->held.empty()) ++job->version;
   while (by > 0 && !job->held.empty()) {
     auto smallest = job->held.begin();
     for (auto it = job->held.begin(); it != job->held.end(); ++it) {
       if (it->second.size() <= smallest->second.size()) smallest = it;
     }
     std::vector<int>& list = smallest->second;
-    job->releasing.push_back({smallest->first, static_cast<int>(list.size()) - 1, list.back()});
+    job->releasing.push_back({smallest->first, static_cast<int>(list.size()) - 1, list.back(), job->version});
     list.pop_back();
     --by;
     if (list.empty()) job->held.erase(smallest);
@@ -414,6 +423,11 @@ void PoolState::ReportAllocation() {
   if (allocation == last_allocation_) return;
   last_allocation_ = allocation;
   events_(events::kPoolAllocation, allocation);
+}
+
+int64_t PoolState::Version(const std::string& id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? 0 : it->second.version;
 }
 
 std::vector<std::pair<std::string, int>> PoolState::LocalJobs() const {

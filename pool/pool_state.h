@@ -55,6 +55,10 @@ struct Releasing {
   std::string host;
   int local_rank = 0;
   int slot = 0;
+  // The job's grant version that no longer has it: the slot is free only once the job reported
+  // that version seen (its driver works from it) and no live process in that local rank. Before,
+  // a rank gone for another reason (a crash) could be restarted there from the older grant.
+  int64_t version = 0;
 };
 
 struct JoinRequest {
@@ -79,6 +83,7 @@ struct Grant {
   std::vector<Host> hosts;
   int target = 0;
   bool queued = false;
+  int64_t version = 0;  // changes whenever slots are taken from the job; the job echoes it back
   int total() const;
 };
 
@@ -106,10 +111,11 @@ class PoolState {
   // A job joins (or re-registers with what it holds). Returns its id (the name, made unique, with
   // characters other than letters, digits, '.', '_' and '-' replaced by '_'), or "" with *err.
   std::string Join(const JoinRequest& request, PoolTime now, std::string* err);
-  // A job's report: local ranks with a live process per host. Frees slots it has given back,
-  // rebalances, and returns its grant. False with *err for an unknown job.
-  bool Sync(const std::string& id, const HostLists& live, PoolTime now, Grant* grant,
-            std::string* err);
+  // A job's report: local ranks with a live process per host, and the version of the last grant
+  // it applied. Frees slots it has given back, rebalances, and returns its grant. False with
+  // *err for an unknown job.
+  bool Sync(const std::string& id, const HostLists& live, int64_t seen, PoolTime now,
+            Grant* grant, std::string* err);
   // The job ended (its processes are gone) or died: its slots are free at once.
   bool Leave(const std::string& id, const char* reason, PoolTime now);
   bool SetPriority(const std::string& id, int priority, PoolTime now, std::string* err);
@@ -121,6 +127,8 @@ class PoolState {
   std::vector<std::pair<std::string, int>> LocalJobs() const;
   std::vector<std::pair<std::string, PoolTime>> RemoteJobs() const;
   bool HasJob(const std::string& id) const { return jobs_.count(id) != 0; }
+  // The job's grant version (0 for an unknown job): what a job that just joined has seen at most.
+  int64_t Version(const std::string& id) const;
 
   nlohmann::json Status(PoolTime now) const;
   // Every slot in at most one job (held or releasing), every held one on a known host. Tests and
@@ -141,6 +149,7 @@ class PoolState {
     int target = 0;
     HostLists held;
     std::vector<Releasing> releasing;
+    int64_t version = 0;  // Grant::version
     PoolTime last_grow{};
     PoolTime last_heard{};
     int count() const;

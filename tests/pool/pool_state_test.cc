@@ -45,7 +45,7 @@ struct FakeJob {
   }
   void Sync(PoolState* pool, PoolTime now) {
     std::string err;
-    REQUIRE(pool->Sync(id, live, now, &grant, &err));
+    REQUIRE(pool->Sync(id, live, grant.version, now, &grant, &err));
     live.clear();
     for (const Grant::Host& h : grant.hosts) {
       for (size_t k = 0; k < h.slots.size(); ++k) live[h.name].push_back(static_cast<int>(k));
@@ -358,4 +358,26 @@ TEST_CASE("pool: ids are safe in URLs and file names; a restored job on a host t
   CHECK(status["jobs"][0]["held"] == 2);
   CHECK(status["jobs"][0]["releasing"] == 2);  // g's slots: its ranks there still drain
   CHECK(next.Consistent(&err));
+}
+
+TEST_CASE("pool: a slot given back is free only once the job saw the grant without it") {
+  PoolState pool("p", 1, 0ms, [](const char*, nlohmann::json) {});
+  PoolTime t{};
+  pool.SetHosts({{"h", 2, {}}}, t);
+  std::string err;
+  FakeJob a{pool.Join(Request("a", 1, 2), t, &err), {}, {}};
+  a.Sync(&pool, t);
+  REQUIRE(a.grant.total() == 2);
+  FakeJob b{pool.Join(Request("b", 1, 1), t, &err), {}, {}};  // a must give back local rank 1
+  // a's rank 1 crashes before a saw its new grant: a reports it gone, with the old version. Its
+  // driver could still restart rank 1 from the old grant, so the slot stays a's.
+  Grant stale;
+  REQUIRE(pool.Sync("a", {{"h", {0}}}, a.grant.version, t, &stale, &err));
+  b.Sync(&pool, t);
+  CHECK(b.grant.total() == 0);
+  CHECK(stale.version > a.grant.version);
+  // Once a applied the new grant (its next report carries that version), the slot is b's.
+  REQUIRE(pool.Sync("a", {{"h", {0}}}, stale.version, t, &stale, &err));
+  b.Sync(&pool, t);
+  CHECK(b.grant.total() == 1);
 }
