@@ -82,6 +82,8 @@ inline constexpr char kPriority[] = "priority";
 inline constexpr char kHeld[] = "held";
 inline constexpr char kTarget[] = "target";
 inline constexpr char kQueued[] = "queued";
+// job_start of a --pool job: the pool's name and the job's id in it (its pool_* events' "job").
+inline constexpr char kPoolJob[] = "pool_job";
 }  // namespace field
 
 // rank_exited "reason" values.

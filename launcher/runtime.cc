@@ -12,6 +12,8 @@
 #include "launcher/mpi/mpi_policy.h"
 #include "launcher/static_policy.h"
 
+#include "pool/pool_client.h"
+
 namespace etrun::launcher {
 
 namespace asio = boost::asio;
@@ -92,7 +94,7 @@ int Runtime::Run() {
 
 nlohmann::json Runtime::StartEvent() const {
   nlohmann::json hosts = nlohmann::json::array();
-  if (config_.host_discovery_script.empty()) {
+  if (config_.host_discovery_script.empty() && services_.pool == nullptr) {
     std::vector<discovery::HostSlots> listed;
     std::string ignored;
     if (JobHosts(config_, &listed, &ignored)) {
@@ -101,7 +103,8 @@ nlohmann::json Runtime::StartEvent() const {
       }
     }
   }
-  return {{field::kJob, JobName(config_)}, {field::kCommand, config_.command},
+  nlohmann::json start = {
+          {field::kJob, JobName(config_)}, {field::kCommand, config_.command},
           {field::kNp, config_.num_proc.value_or(1)}, {field::kMinNp, OptionalInt(config_.min_np)},
           {field::kMaxNp, OptionalInt(config_.max_np)}, {field::kElastic, config_.elastic()},
           {field::kHosts, hosts},
@@ -109,6 +112,11 @@ nlohmann::json Runtime::StartEvent() const {
                                         ? nlohmann::json(nullptr)
                                         : nlohmann::json(config_.host_discovery_script)},
           {field::kPid, getpid()}};
+  if (services_.pool != nullptr) {
+    start[field::kPool] = services_.pool->name();
+    start[field::kPoolJob] = services_.pool->job_id();
+  }
+  return start;
 }
 
 JobResult Runtime::RunJob() {

@@ -141,6 +141,11 @@ bool PoolClient::Join(std::string* err) {
   return true;
 }
 
+std::string PoolClient::job_id() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return id_;
+}
+
 void PoolClient::Leave() {
   Stop();
   launcher::JobEntry entry;

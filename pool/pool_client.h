@@ -40,6 +40,8 @@ class PoolLink : public discovery::ScriptRunner {
   // keeps its entry after it is given back, until the pool grants that place again.
   virtual std::vector<SlotView> Slots(const std::string& host) const = 0;
   virtual std::string name() const = 0;
+  // The job's id in the pool (its name, made unique); "" before it joined.
+  virtual std::string job_id() const = 0;
 };
 
 struct ClientOptions {
@@ -64,7 +66,7 @@ class PoolClient : public PoolLink {
   void ReportLive(HostLists live) override;
   std::vector<SlotView> Slots(const std::string& host) const override;
   std::string name() const override { return options_.pool; }
-  const std::string& id() const { return id_; }
+  std::string job_id() const override;
 
  private:
   bool Find(launcher::JobEntry* entry, std::string* err) const;

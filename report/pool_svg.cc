@@ -348,15 +348,26 @@ double PoolSection(const PoolTimeline& tl, const TimeAxis& axis, std::string* gr
   return std::ceil(bottom + 48);
 }
 
-// The pool's stay of a job, for its colour. A job's file does not name its pool job: the pool
-// calls a job by its name, made unique with a suffix ("train", "train-2"), and it joins as it
-// starts. So: the stay with that name or a suffixed one that joined nearest the job's start (on
-// the pool's axis), or without a known start the one stay with exactly that name.
+// The pool's stay of a job, for its colour. A --pool job's job_start names its pool job
+// ("pool_job"); older files do not: the pool calls a job by its name, made unique with a suffix
+// ("train", "train-2"), and it joins as it starts. So: the stay with that id (or that name or a
+// suffixed one) that joined nearest the job's start (on the pool's axis), or without a known
+// start the one stay with exactly that id or name.
 std::optional<size_t> PoolStayOf(const PoolTimeline& tl, const JobTimeline& job,
                                  const std::optional<double>& offset) {
   std::optional<size_t> best;
   for (size_t j = 0; j < tl.jobs.size(); ++j) {
     const std::string& name = tl.jobs[j].name;
+    if (!job.pool_job.empty()) {
+      if (name != job.pool_job) continue;
+      if (!offset) {
+        if (best) return std::nullopt;  // ambiguous
+        best = j;
+      } else if (!best || std::abs(tl.jobs[j].joined - *offset) < std::abs(tl.jobs[*best].joined - *offset)) {
+        best = j;
+      }
+      continue;
+    }
     if (!offset) {
       if (name != job.job) continue;
       if (best) return std::nullopt;  // ambiguous

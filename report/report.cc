@@ -63,7 +63,7 @@ bool TypeFromName(const std::string& name, EventType* type) {
 struct Event {
   EventType type = EventType::kJobStart;
   double t = 0;
-  std::string ts, job, host, reason, cause;
+  std::string ts, job, host, reason, cause, pool_job;
   std::vector<std::string> command;
   std::vector<std::string> hosts;  // job_start/discovery host lists, round assignments
   int np = 0, rank = 0, local_rank = 0, pid = 0, round = 0, world_size = 0, count = 0;
@@ -89,6 +89,7 @@ bool DecodeEvent(const json& object, EventType type, const std::string& type_nam
       event->max_np = f.OptInt(field::kMaxNp);
       event->elastic = f.Bool(field::kElastic);
       event->hosts = f.HostNames(field::kHosts, false);
+      event->pool_job = f.Str(field::kPoolJob, false);
       break;
     case EventType::kDiscovery:
       event->hosts = f.HostNames(field::kHosts, true);
@@ -363,6 +364,7 @@ void ReadJob(const std::vector<Event>& events, JobTimeline* tl) {
       tl->job = e.job;
       tl->command = e.command;
       tl->start_ts = e.ts;
+      tl->pool_job = e.pool_job;
       tl->np = e.np;
       tl->min_np = e.min_np;
       tl->max_np = e.max_np;

@@ -83,6 +83,7 @@ struct JobTimeline {
   std::string job;
   std::vector<std::string> command;
   std::string start_ts;  // job_start's "ts"
+  std::string pool_job;  // job_start's "pool_job": its id in a shared pool ("" if none)
   int np = 0;
   std::optional<int> min_np;
   std::optional<int> max_np;

@@ -88,8 +88,9 @@ class Job:
         self.records.mkdir()
         self.steps_file = self.dir / "steps"
         self.out = open(self.dir / "out", "wb")
+        self.events = self.dir / "events.jsonl"
         args = [ETRUN, "--pool", pool.name, "--job-name", name, "-np", str(min_np),
-                "--min-np", str(min_np), "--max-np", str(max_np)]
+                "--min-np", str(min_np), "--max-np", str(max_np), "--events-file", str(self.events)]
         if priority is not None:
             args += ["--priority", str(priority)]
         args += [PYTHON, STANDIN, "--steps", "1000000", "--step-seconds", str(step_seconds),
@@ -207,6 +208,17 @@ def test_walkthrough_8_then_4_4_then_5_3_then_8(tmp_path, marker, marker_env):
         events = [json.loads(line)["event"] for line in f]
     assert events[0] == "pool_start" and events[-1] == "pool_stop"
     assert events.count("pool_job_left") == 2
+    # Each job's own events name its pool job, so `etrun report` can put them under the pool's chart.
+    for job in (one, two):
+        with open(job.events) as f:
+            start = json.loads(f.readline())
+        assert start["event"] == "job_start" and start["hosts"] == []
+        assert (start["pool"], start["pool_job"]) == (pool.name, job.name)
+    svg = tmp_path / "pool.svg"
+    r = run_etrun(["report", pool.events, str(one.events), str(two.events), "-o", str(svg)])
+    assert r.returncode == 0, r.stderr
+    text = svg.read_text()
+    assert "train1" in text and "train2" in text and "<svg" in text
 
 
 def test_a_killed_job_returns_its_slots_at_once(tmp_path, marker, marker_env):

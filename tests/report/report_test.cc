@@ -1155,3 +1155,15 @@ TEST_CASE("pool report: a job's timeline is marked in the colour of its band in 
   CHECK(bars[0]->attrs.at("fill") == "#ff7f0e");  // train1-2's band
   CHECK(bars[1]->attrs.at("fill") == "#1f77b4");  // train1's
 }
+
+TEST_CASE("pool report: a job file naming its pool job (pool_job) is matched by that id") {
+  // The job is called "renamed" here and started as train1 joined, but its job_start says it is
+  // the pool's "train2": the id wins over names and start times.
+  std::string job = kStaticFailure;
+  job.replace(job.find("\"static\""), 8, "\"renamed\",\"pool\":\"gpus\",\"pool_job\":\"train2\"");
+  job.replace(job.find("2026-11-22T08:00:00.000Z"), 24, "2026-11-24T01:00:01.200Z");
+  const Node svg = MustReadSvg(RenderPoolSvg(MustParsePool(kPoolExample), {MustParse(job)}));
+  const auto bars = All(svg, "rect", "job-colour");
+  REQUIRE(bars.size() == 1);
+  CHECK(bars[0]->attrs.at("fill") == "#ff7f0e");  // train2's band
+}
