@@ -392,3 +392,31 @@ def test_restart_mode_jobs_move_slots_by_restarting(tmp_path, marker, marker_env
     assert first.index("world=2") > first.rindex("world=4")
     slots = lambda text, world: {l.split("slot=")[1] for l in text.splitlines() if f"world={world} " in l}
     assert not slots(first, 2) & slots((tmp_path / "second.out").read_text(), 2)
+
+
+def test_a_pool_opened_with_listen_takes_jobs_that_hold_its_token(tmp_path, marker, marker_env):
+    """--listen opens the pool beyond the registry: a job names it HOST:PORT and needs the token
+    (`etrun pool token`) in ETRUN_POOL_TOKEN; without it, or with a wrong one, one error line."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        port = s.getsockname()[1]
+    pool = Pool(tmp_path, marker_env, slots=2, extra=["--gpus", "none", "--listen", f"127.0.0.2:{port}"])
+    try:
+        assert "anyone with its token" in pool.text()
+        token = run_etrun(["pool", "token", pool.name]).stdout.decode().strip()
+        assert len(token) == 64
+        where = f"127.0.0.2:{port}"
+        r = run_etrun(["--pool", where, "-np", "1", "true"], env=marker_env)
+        assert r.returncode == 1 and b"ETRUN_POOL_TOKEN" in r.stderr, r.stderr
+        r = run_etrun(["--pool", where, "-np", "1", "true"], env={**marker_env, "ETRUN_POOL_TOKEN": "0" * 64})
+        assert r.returncode == 1 and b"refused the job" in r.stderr and b"token" in r.stderr, r.stderr
+        assert len(r.stderr.decode().strip().splitlines()) == 1
+        r = run_etrun(["--pool", where, "--job-name", "remote", "--elastic-mode", "restart", "-np", "2",
+                       "--min-np", "2", "sh", "-c", "echo world=$WORLD_SIZE"],
+                      env={**marker_env, "ETRUN_POOL_TOKEN": token}, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.decode().count("world=2") == 2
+        assert "job 'remote' left (ended)" in pool.text()
+    finally:
+        pool.stop()
