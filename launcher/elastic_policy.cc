@@ -203,8 +203,11 @@ void ElasticPolicy::AfterPoll(const discovery::ScriptResult& result) {
   runtime_->CheckDone();
   if (driver_->finished()) return;
   poll_timer_->expires_after(runtime_->config().discovery_interval());
-  poll_timer_->async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) Poll();
+  // A wait that an early poll superseded may already be queued (cancel() cannot stop it): only
+  // the latest wait polls, so there is one chain of runs.
+  uint64_t wait = ++poll_wait_;
+  poll_timer_->async_wait([this, wait](const boost::system::error_code& ec) {
+    if (!ec && wait == poll_wait_) Poll();
   });
 }
 
@@ -240,6 +243,7 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   driver_->OnWorkerExit(key, f.status, runtime_->Now());
   // Its slot may be one the pool waits for: say so now rather than at the next sync.
   if (pool_ != nullptr && !polling_ && !driver_->finished()) {
+    ++poll_wait_;
     poll_timer_->cancel();
     Poll();
   }

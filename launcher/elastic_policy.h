@@ -7,6 +7,7 @@
 #ifndef ETRUN_LAUNCHER_ELASTIC_POLICY_H_
 #define ETRUN_LAUNCHER_ELASTIC_POLICY_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -84,6 +85,7 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   discovery::ScriptRunner* discovery_ = nullptr;
   pool::PoolLink* pool_ = nullptr;  // --pool: also discovery_
   bool polling_ = false;            // a discovery run is under way
+  uint64_t poll_wait_ = 0;          // the latest wait for the next run
   std::unique_ptr<boost::asio::steady_timer> poll_timer_;
   std::unique_ptr<boost::asio::steady_timer> tick_timer_;
   std::map<SlotKey, int> ids_;     // slot -> its current process (RankSet id)
