@@ -420,3 +420,21 @@ def test_a_pool_opened_with_listen_takes_jobs_that_hold_its_token(tmp_path, mark
         assert "job 'remote' left (ended)" in pool.text()
     finally:
         pool.stop()
+
+
+def test_the_readme_walkthrough_script_runs(tmp_path, marker_env):
+    """scripts/examples/pool_demo.sh, as the README runs it: four stages, then the chart."""
+    script = os.path.join(ROOT, "scripts", "examples", "pool_demo.sh")
+    r = subprocess.run([script, ETRUN], capture_output=True, timeout=240, stdin=subprocess.DEVNULL,
+                       env={**os.environ, **marker_env, "OUT": str(tmp_path / "demo")})
+    out = r.stdout.decode()
+    assert r.returncode == 0, out[-3000:] + r.stderr.decode()[-2000:]
+    stages = [line for line in out.splitlines() if line.startswith("== ")]
+    assert [s[:5] for s in stages] == ["== 1.", "== 2.", "== 3.", "== 4."], stages
+    rows = lambda stage: [l.split()[:5] for l in out.split(stage, 1)[1].split("== ", 1)[0].splitlines()
+                          if l.startswith("train")]
+    assert [r[3] for r in rows("== 1.")] == ["8"]
+    assert [r[3] for r in rows("== 2.")] == ["4", "4"]
+    assert [(r[0], r[1], r[3]) for r in rows("== 3.")] == [("train1", "5000", "3"), ("train2", "10000", "5")]
+    assert [(r[0], r[3]) for r in rows("== 4.")] == [("train2", "8")]
+    assert (tmp_path / "demo" / "pool.svg").stat().st_size > 1000
