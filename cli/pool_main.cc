@@ -17,6 +17,7 @@
 #include "launcher/child.h"
 #include "launcher/control.h"
 #include "launcher/job_config.h"
+#include "pool/pool_client.h"
 #include "pool/pool_daemon.h"
 
 namespace etrun::cli {
@@ -29,28 +30,6 @@ using nlohmann::json;
 constexpr char kUsage[] =
     "usage: etrun pool start NAME (-H HOSTS | --hostfile FILE | --host-discovery-script SCRIPT) "
     "[options] | status [NAME] [--json] | priority JOB N [--pool NAME] | stop [NAME] | token [NAME]";
-
-// The pool named `name`, or the only one. Returns false and sets *err.
-bool FindPool(const std::string& name, JobEntry* out, std::string* err) {
-  std::vector<JobEntry> pools = launcher::ListJobs(err, launcher::kPoolRegistry);
-  if (!err->empty()) return false;
-  std::string names;
-  for (const JobEntry& p : pools) {
-    if (p.job == name || (name.empty() && pools.size() == 1)) {
-      *out = p;
-      return true;
-    }
-    names += (names.empty() ? "" : ", ") + p.job;
-  }
-  if (pools.empty()) {
-    *err = "no pool of this user is running: start one with `etrun pool start NAME -H HOST:SLOTS`";
-  } else if (name.empty()) {
-    *err = "several pools are running (" + names + "): name one";
-  } else {
-    *err = "no pool named '" + name + "' (running: " + names + ")";
-  }
-  return false;
-}
 
 // One request to a pool. Returns false and sets *err (unreachable, or its error line).
 bool Ask(const JobEntry& pool, const std::string& method, const std::string& target,
@@ -159,7 +138,7 @@ int StatusMain(int argc, char** argv) {
   JobEntry entry;
   json status;
   std::string err;
-  if (!FindPool(name, &entry, &err) || !Ask(entry, "GET", "/status", nullptr, &status, &err)) return Error(err, 1);
+  if (!pool::FindPool(name, &entry, &err) || !Ask(entry, "GET", "/status", nullptr, &status, &err)) return Error(err, 1);
   if (as_json) {
     std::cout << status.dump(2) << "\n";
     return 0;
@@ -212,7 +191,7 @@ int PriorityMain(int argc, char** argv) {
   JobEntry entry;
   json reply;
   std::string err;
-  if (!FindPool(pool_name, &entry, &err) ||
+  if (!pool::FindPool(pool_name, &entry, &err) ||
       !Ask(entry, "POST", "/priority", {{"job", job}, {"priority", priority}}, &reply, &err)) {
     return Error(err, 1);
   }
@@ -229,7 +208,7 @@ int StopMain(int argc, char** argv) {
   JobEntry entry;
   json reply;
   std::string err;
-  if (!FindPool(name, &entry, &err) || !Ask(entry, "POST", "/stop", nullptr, &reply, &err)) return Error(err, 1);
+  if (!pool::FindPool(name, &entry, &err) || !Ask(entry, "POST", "/stop", nullptr, &reply, &err)) return Error(err, 1);
   std::cout << "pool '" << entry.job << "' stops\n";
   return 0;
 }
@@ -243,7 +222,7 @@ int TokenMain(int argc, char** argv) {
   if (int code = Parse(app, argc, argv); code >= 0) return code;
   JobEntry entry;
   std::string err;
-  if (!FindPool(name, &entry, &err)) return Error(err, 1);
+  if (!pool::FindPool(name, &entry, &err)) return Error(err, 1);
   std::cout << entry.token << "\n";
   return 0;
 }

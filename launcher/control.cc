@@ -39,8 +39,6 @@ std::string UtcNow() {
   return out;
 }
 
-bool Alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
-
 bool ReadEntry(const std::string& path, JobEntry* out) {
   std::ifstream in(path);
   if (!in) return false;
@@ -63,6 +61,14 @@ bool ReadEntry(const std::string& path, JobEntry* out) {
 }
 
 }  // namespace
+
+bool ProcessAlive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+
+std::string MachineName() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
 
 std::string RegistryDir(std::string* err, const std::string& sub) {
   const char* runtime = getenv("XDG_RUNTIME_DIR");
@@ -101,7 +107,7 @@ std::vector<JobEntry> ListJobs(std::string* err, const std::string& sub) {
     JobEntry entry;
     std::string path = dir + "/" + name;
     if (!ReadEntry(path, &entry)) continue;
-    if (!Alive(entry.pid)) {
+    if (!ProcessAlive(entry.pid)) {
       unlink(path.c_str());  // its etrun was killed before it could clean up
       continue;
     }
@@ -206,7 +212,7 @@ bool ControlServer::Start(const std::string& job, std::string* err, const std::s
   // A live job of the same name keeps it; this one gets its pid appended.
   std::string name = job;
   JobEntry other;
-  if (ReadEntry(dir + "/" + name + ".json", &other) && Alive(other.pid) && other.pid != getpid()) {
+  if (ReadEntry(dir + "/" + name + ".json", &other) && ProcessAlive(other.pid) && other.pid != getpid()) {
     name += "-" + std::to_string(getpid());
   }
   for (char& c : name) {

@@ -40,6 +40,12 @@ struct JobEntry {
 // Registry subdirectory of the shared slot pools (`etrun pool`).
 inline constexpr char kPoolRegistry[] = "pools";
 
+// True when process `pid` exists (kill(pid, 0); EPERM counts: it exists, owned by another user).
+bool ProcessAlive(int pid);
+
+// This machine's hostname ("" if unknown).
+std::string MachineName();
+
 // The registry directory (or its subdirectory `sub`), created 0700 if missing. Returns "" and
 // sets *err when it cannot be made or is not private to this user.
 std::string RegistryDir(std::string* err, const std::string& sub = "");

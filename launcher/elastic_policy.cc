@@ -69,7 +69,15 @@ ElasticPolicy::~ElasticPolicy() {
 bool ElasticPolicy::Prepare(JobResult* result) {
   const JobConfig& config = runtime_->config();
   std::string err;
-  if (config.host_discovery_script.empty()) {
+  if (!config.pool.empty()) {
+    // The pool's grants are the host list (--pool excludes -H, --hostfile and a script).
+    pool_ = runtime_->services().pool;
+    if (pool_ == nullptr) {
+      *result = {kExitFailure, "--pool " + config.pool + ": the job is not joined to the pool"};
+      return false;
+    }
+    discovery_ = pool_;
+  } else if (config.host_discovery_script.empty()) {
     // Hosts are fixed (-H, --hostfile, or localhost:<np>): looked up now, before the loop runs.
     std::vector<discovery::HostSlots> hosts;
     if (!JobHosts(config, &hosts, &err)) {
@@ -87,16 +95,6 @@ bool ElasticPolicy::Prepare(JobResult* result) {
     discovery_ = fixed_hosts_.get();
   } else {
     discovery_ = runtime_->services().discovery;
-  }
-  if (!config.pool.empty()) {
-    // The pool's grants are the host list (--pool excludes -H, --hostfile and a script).
-    pool_ = runtime_->services().pool;
-    if (pool_ == nullptr) {
-      *result = {kExitFailure, "--pool " + config.pool + ": the job is not joined to the pool"};
-      return false;
-    }
-    fixed_hosts_.reset();
-    discovery_ = pool_;
   }
   std::string driver_ip;
   std::vector<std::string> nics = config.network_interfaces;

@@ -16,18 +16,6 @@ namespace {
 
 constexpr std::chrono::milliseconds kRequestTimeout(3000);
 
-// "HOST:PORT" -> address and port; false for a plain pool name.
-bool SplitAddress(const std::string& spec, std::string* host, int* port) {
-  size_t colon = spec.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  const char* first = spec.data() + colon + 1;
-  const char* last = spec.data() + spec.size();
-  auto [end, ec] = std::from_chars(first, last, *port);
-  if (ec != std::errc() || end != last || *port < 1 || *port > 65535) return false;
-  *host = spec.substr(0, colon);
-  return true;
-}
-
 nlohmann::json Lists(const HostLists& lists) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [host, list] : lists) j[host] = list;
@@ -42,6 +30,38 @@ std::string ErrorOf(const std::string& reply) {
 
 }  // namespace
 
+bool SplitHostPort(const std::string& text, std::string* host, int* port, bool allow_any_port) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  const char* first = text.data() + colon + 1;
+  const char* last = text.data() + text.size();
+  auto [end, ec] = std::from_chars(first, last, *port);
+  if (ec != std::errc() || end != last || *port < (allow_any_port ? 0 : 1) || *port > 65535) return false;
+  *host = text.substr(0, colon);
+  return true;
+}
+
+bool FindPool(const std::string& name, launcher::JobEntry* out, std::string* err) {
+  std::vector<launcher::JobEntry> pools = launcher::ListJobs(err, launcher::kPoolRegistry);
+  if (!err->empty()) return false;
+  std::string names;
+  for (const launcher::JobEntry& p : pools) {
+    if (p.job == name || (name.empty() && pools.size() == 1)) {
+      *out = p;
+      return true;
+    }
+    names += (names.empty() ? "" : ", ") + p.job;
+  }
+  if (name.empty()) {
+    *err = pools.empty() ? "no pool of this user is running: start one with `etrun pool start NAME -H HOST:SLOTS`"
+                         : "several pools are running (" + names + "): name one";
+  } else {
+    *err = "no pool named '" + name + "' (running: " + (names.empty() ? "none" : names) +
+           "): start it with `etrun pool start " + name + " -H HOST:SLOTS`";
+  }
+  return false;
+}
+
 PoolClient::PoolClient(ClientOptions options) : options_(std::move(options)) {}
 
 PoolClient::~PoolClient() { Stop(); }
@@ -49,7 +69,7 @@ PoolClient::~PoolClient() { Stop(); }
 bool PoolClient::Find(launcher::JobEntry* entry, std::string* err) const {
   std::string host;
   int port = 0;
-  if (SplitAddress(options_.pool, &host, &port)) {
+  if (SplitHostPort(options_.pool, &host, &port)) {
     std::vector<uint32_t> ips = discovery::ResolveIPv4(host);
     if (ips.empty()) {
       *err = "--pool " + options_.pool + ": cannot resolve " + host;
@@ -69,24 +89,11 @@ bool PoolClient::Find(launcher::JobEntry* entry, std::string* err) const {
     entry->token = options_.token;
     return true;
   }
-  std::vector<launcher::JobEntry> pools = launcher::ListJobs(err, launcher::kPoolRegistry);
-  if (!err->empty()) return false;
-  for (const launcher::JobEntry& p : pools) {
-    if (p.job == options_.pool) {
-      *entry = p;
-      return true;
-    }
-  }
-  std::string names;
-  for (const launcher::JobEntry& p : pools) names += (names.empty() ? "" : ", ") + p.job;
-  *err = "no pool named '" + options_.pool + "' (running: " + (names.empty() ? "none" : names) +
-         "): start it with `etrun pool start " + options_.pool + " -H HOST:SLOTS`";
-  return false;
+  return FindPool(options_.pool, entry, err);
 }
 
 bool PoolClient::JoinWith(const launcher::JobEntry& entry, std::string* err) {
-  char machine[256] = {};
-  gethostname(machine, sizeof(machine) - 1);
+  std::string machine = launcher::MachineName();
   HostLists held;
   nlohmann::json releasing = nlohmann::json::array();
   {

@@ -26,6 +26,14 @@
 
 namespace etrun::pool {
 
+// "HOST:PORT" -> host and port (1..65535, or 0 with `allow_any_port`); false for anything else
+// (a plain pool name).
+bool SplitHostPort(const std::string& text, std::string* host, int* port, bool allow_any_port = false);
+
+// The running pool of this user named `name`, or the only one when `name` is empty. Returns false
+// and sets *err (none running, several, no such name: each with how to go on).
+bool FindPool(const std::string& name, launcher::JobEntry* out, std::string* err);
+
 // One local rank's place in the pool.
 struct SlotView {
   int slot = -1;

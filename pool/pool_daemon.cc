@@ -24,6 +24,7 @@
 #include "launcher/control.h"
 #include "launcher/gpu_slots.h"
 #include "launcher/shell_script_runner.h"
+#include "pool/pool_client.h"
 #include "pool/pool_state.h"
 
 namespace etrun::pool {
@@ -36,13 +37,6 @@ namespace {
 
 constexpr std::chrono::milliseconds kTick(100);
 
-bool Alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
-
-std::string Hostname() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
 
 // The devices of each host, by DaemonOptions::gpus.
 class Devices {
@@ -113,7 +107,7 @@ class Daemon {
         signals_(io_, SIGINT, SIGTERM, SIGHUP),
         tick_(io_),
         poll_(io_),
-        machine_(Hostname()) {}
+        machine_(launcher::MachineName()) {}
 
   int Run(const std::vector<std::string>& environment) {
     std::string err;
@@ -188,16 +182,11 @@ class Daemon {
   }
 
   static bool SplitListen(const std::string& text, std::string* address, int* port, std::string* err) {
-    size_t colon = text.rfind(':');
-    auto [end, ec] = colon == std::string::npos
-                         ? std::from_chars_result{text.data(), std::errc::invalid_argument}
-                         : std::from_chars(text.data() + colon + 1, text.data() + text.size(), *port);
-    if (ec != std::errc() || end != text.data() + text.size() || *port < 0 || *port > 65535 ||
-        discovery::ResolveIPv4(text.substr(0, colon)).empty()) {
+    if (!SplitHostPort(text, address, port, /*allow_any_port=*/true) ||
+        discovery::ResolveIPv4(*address).empty()) {
       *err = "--listen " + text + ": give ADDRESS:PORT, e.g. 0.0.0.0:7070";
       return false;
     }
-    *address = text.substr(0, colon);
     return true;
   }
 
@@ -279,7 +268,7 @@ class Daemon {
       if (ec) return;
       auto now = Now();
       for (const auto& [id, pid] : state_.LocalJobs()) {
-        if (!Alive(pid)) state_.Leave(id, events::kCrashed, now);
+        if (!launcher::ProcessAlive(pid)) state_.Leave(id, events::kCrashed, now);
       }
       for (const auto& [id, heard] : state_.RemoteJobs()) {
         if (now - heard > options_.lease) state_.Leave(id, events::kLost, now);
@@ -398,16 +387,14 @@ class Daemon {
       request.max_np = body.at("max_np").get<int>();
       request.pid = body.value("pid", 0);
       // On this machine and visible here: a job in another pid namespace is watched by lease.
-      request.local = body.value("machine", "") == machine_ && Alive(request.pid);
+      request.local = body.value("machine", "") == machine_ && launcher::ProcessAlive(request.pid);
     } catch (const json::exception&) {
       return respond(400, {{"error", kShape}});
     }
     if (body.contains("held") && !ReadLists(body["held"], &request.held)) return respond(400, {{"error", kShape}});
     if (body.contains("releasing")) {
       try {
-        for (const json& r : body["releasing"]) {
-          request.releasing.push_back({r.at(0).get<std::string>(), r.at(1).get<int>(), r.at(2).get<int>()});
-        }
+        for (const json& r : body["releasing"]) request.releasing.push_back(ReleasingFromJson(r, 0));
       } catch (const json::exception&) {
         return respond(400, {{"error", kShape}});
       }

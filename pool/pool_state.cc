@@ -66,37 +66,43 @@ std::map<std::string, std::set<int>> PoolState::Busy() const {
 void PoolState::SetHosts(std::vector<PoolHost> hosts, PoolTime now) {
   if (hosts == hosts_) return;
   hosts_ = std::move(hosts);
-  std::map<std::string, int> slots;
-  for (const PoolHost& h : hosts_) slots[h.name] = h.slots;
-  for (auto& [id, job] : jobs_) {
-    for (auto it = job.held.begin(); it != job.held.end();) {
-      auto host = slots.find(it->first);
-      std::vector<int>& list = it->second;
-      // Cut the list at the first slot that is gone: later local ranks lose their place too (the
-      // job drops the highest local ranks first).
-      size_t cut = list.size();
-      for (size_t k = 0; k < list.size(); ++k) {
-        if (host == slots.end() || list[k] >= host->second) {
-          cut = k;
-          break;
-        }
-      }
-      // Those ranks still run until the job drains them: their slots (gone or not) stay the
-      // job's until it says so, so a slot that comes back is not handed out under them.
-      if (cut < list.size()) ++job.version;
-      for (size_t k = cut; k < list.size(); ++k) {
-        job.releasing.push_back({it->first, static_cast<int>(k), list[k], job.version});
-      }
-      list.resize(cut);
-      it = list.empty() ? job.held.erase(it) : std::next(it);
-    }
-  }
+  for (auto& [id, job] : jobs_) GiveBackMissing(&job);
   nlohmann::json list = nlohmann::json::array();
   for (const PoolHost& h : hosts_) {
     list.push_back({{field::kHost, h.name}, {field::kSlots, h.slots}, {field::kDevices, h.devices}});
   }
   events_(events::kPoolHosts, {{field::kHosts, list}, {field::kTotal, total()}});
   Rebalance(now);
+}
+
+// Cuts each of the job's host lists at the first slot the pool does not have: later local ranks
+// lose their place too (the job drops the highest local ranks first). Those ranks still run until
+// the job drains them, so their slots (gone or not) stay the job's until it says so: a slot that
+// comes back is not handed out under them.
+void PoolState::GiveBackMissing(Job* job) const {
+  std::map<std::string, int> slots;
+  for (const PoolHost& h : hosts_) slots[h.name] = h.slots;
+  bool cut_any = false;
+  for (auto it = job->held.begin(); it != job->held.end();) {
+    auto host = slots.find(it->first);
+    std::vector<int>& list = it->second;
+    size_t cut = 0;
+    while (cut < list.size() && host != slots.end() && list[cut] >= 0 && list[cut] < host->second) ++cut;
+    if (cut < list.size() && !cut_any) {
+      cut_any = true;
+      ++job->version;
+    }
+    for (size_t k = cut; k < list.size(); ++k) {
+      job->releasing.push_back({it->first, static_cast<int>(k), list[k], job->version});
+    }
+    list.resize(cut);
+    it = list.empty() ? job->held.erase(it) : std::next(it);
+  }
+}
+
+Releasing ReleasingFromJson(const nlohmann::json& j, int64_t version) {
+  return {j.at(0).get<std::string>(), j.at(1).get<int>(), j.at(2).get<int>(),
+          j.size() > 3 ? j.at(3).get<int64_t>() : version};
 }
 
 nlohmann::json PoolState::Holdings() const {
@@ -126,10 +132,7 @@ void PoolState::Restore(const nlohmann::json& holdings, PoolTime now) {
       job.local = j.at("local").get<bool>();
       for (const auto& [host, slots] : j.at("held").items()) job.held[host] = slots.get<std::vector<int>>();
       job.version = j.value("version", int64_t{0});
-      for (const nlohmann::json& r : j.at("releasing")) {
-        job.releasing.push_back({r.at(0).get<std::string>(), r.at(1).get<int>(), r.at(2).get<int>(),
-                                 r.size() > 3 ? r.at(3).get<int64_t>() : job.version});
-      }
+      for (const nlohmann::json& r : j.at("releasing")) job.releasing.push_back(ReleasingFromJson(r, job.version));
     } catch (const nlohmann::json::exception&) {
       continue;  // a damaged entry: that job joins again as a new one
     }
@@ -137,22 +140,7 @@ void PoolState::Restore(const nlohmann::json& holdings, PoolTime now) {
         job.max_np < job.min_np) {
       continue;
     }
-    // Slots the pool does not have (now) are given back, with every later local rank of the
-    // host, as when hosts change.
-    std::map<std::string, int> slots;
-    for (const PoolHost& h : hosts_) slots[h.name] = h.slots;
-    for (auto it = job.held.begin(); it != job.held.end();) {
-      auto host = slots.find(it->first);
-      std::vector<int>& list = it->second;
-      size_t cut = 0;
-      while (cut < list.size() && host != slots.end() && list[cut] >= 0 && list[cut] < host->second) ++cut;
-      if (cut < list.size()) ++job.version;
-      for (size_t k = cut; k < list.size(); ++k) {
-        job.releasing.push_back({it->first, static_cast<int>(k), list[k], job.version});
-      }
-      list.resize(cut);
-      it = list.empty() ? job.held.erase(it) : std::next(it);
-    }
+    GiveBackMissing(&job);  // slots this pool does not have (now), as when hosts change
     job.restored = true;
     job.admitted = job.count() > 0;
     job.last_grow = now;

@@ -61,6 +61,10 @@ struct Releasing {
   int64_t version = 0;
 };
 
+// [host, local rank, slot] or [host, local rank, slot, version] (the book, a join request);
+// `version` when the entry has none. Throws nlohmann::json::exception on another shape.
+Releasing ReleasingFromJson(const nlohmann::json& j, int64_t version);
+
 struct JoinRequest {
   std::string name;               // the job's name; made unique by the pool
   int priority = kDefaultPriority;
@@ -156,6 +160,7 @@ class PoolState {
   };
 
   void Rebalance(PoolTime now);
+  void GiveBackMissing(Job* job) const;
   void Shrink(Job* job, int by);
   void Grow(Job* job, int by, PoolTime now);
   std::map<std::string, std::set<int>> Busy() const;
