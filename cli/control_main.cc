@@ -17,19 +17,19 @@
 
 #include "discovery/host_slots.h"
 #include "cli/verb_common.h"
-#include "launcher/control.h"
+#include "control/control.h"
 
 namespace etrun::cli {
 
 namespace {
 
-using launcher::JobEntry;
+using control::JobEntry;
 using nlohmann::json;
 
 // GET /status of a job. Returns false and sets *err.
 bool FetchStatus(const JobEntry& job, json* status, std::string* err) {
   std::string reply;
-  int code = launcher::ControlRequest(job, "GET", "/status", "", &reply, err);
+  int code = control::ControlRequest(job, "GET", "/status", "", &reply, err);
   if (code == 0) return false;
   if (code != 200) {
     *err = fmt::format("job '{}' answered {}: {}", job.job, code, reply);
@@ -55,7 +55,7 @@ int StatusMain(int argc, char** argv) {
   JobEntry job;
   std::string err;
   json status;
-  if (!launcher::FindJob(name, &job, &err) || !FetchStatus(job, &status, &err)) return Error(err, 1);
+  if (!control::FindJob(name, &job, &err) || !FetchStatus(job, &status, &err)) return Error(err, 1);
   if (as_json) {
     std::cout << status.dump(2) << "\n";
     return 0;
@@ -91,7 +91,7 @@ int ListMain(int argc, char** argv) {
   app.add_flag("--json", as_json, "Prints the jobs as a JSON array.");
   if (int code = Parse(app, argc, argv); code >= 0) return code;
   std::string err;
-  std::vector<JobEntry> jobs = launcher::ListJobs(&err);
+  std::vector<JobEntry> jobs = control::ListJobs(&err);
   if (!err.empty()) return Error(err, 1);
   json out = json::array();
   std::vector<std::vector<std::string>> rows = {{"NAME", "STATE", "SIZE", "DURATION", "PID"}};
@@ -199,7 +199,7 @@ json NextOverrides(const json& before, const ScaleRequest& r) {
 // answered one).
 bool PostOverrides(const JobEntry& job, const json& overrides, std::string* why) {
   std::string reply;
-  int code = launcher::ControlRequest(job, "POST", "/overrides", overrides.dump(), &reply, why);
+  int code = control::ControlRequest(job, "POST", "/overrides", overrides.dump(), &reply, why);
   if (code == 200) return true;
   if (code != 0) {
     json body = json::parse(reply, nullptr, false);
@@ -244,7 +244,7 @@ int ScaleMain(int argc, char** argv) {
   JobEntry job;
   std::string err;
   json status;
-  if (!launcher::FindJob(request.job, &job, &err) || !FetchStatus(job, &status, &err)) return Error(err, 1);
+  if (!control::FindJob(request.job, &job, &err) || !FetchStatus(job, &status, &err)) return Error(err, 1);
   if (!status.value("elastic", false) || !status.contains("overrides")) {
     return Error("job '" + job.job + "' is static: sizes are fixed (start it with --min-np or "
                  "--host-discovery-script to scale it)", 1);
@@ -268,7 +268,7 @@ int ScaleMain(int argc, char** argv) {
       std::cout << "\n";
       return 0;
     }
-    if (!why.empty() && launcher::ListJobs(&why).empty()) {
+    if (!why.empty() && control::ListJobs(&why).empty()) {
       return Error("job '" + job.job + "' ended while scaling", 1);
     }
     if (std::chrono::steady_clock::now() >= deadline) break;

@@ -1,5 +1,5 @@
 // control_main: the verbs that look at running jobs through their control endpoints
-// (launcher/control.h): `etrun status [JOB] [--json]`, `etrun list [--json]` and
+// (control/control.h): `etrun status [JOB] [--json]`, `etrun list [--json]` and
 // `etrun scale [JOB] --add HOST:SLOTS | --remove HOST | --to N [--timeout DURATION]`.
 // Like `report`, they are verbs only as etrun's first argument.
 #ifndef ETRUN_CLI_CONTROL_MAIN_H_

@@ -15,16 +15,17 @@
 #include "cli/logging.h"
 #include "cli/pool_main.h"
 #include "cli/report_main.h"
+#include "cli/stub_main.h"
+#include "cli/wiring.h"
 #include "discovery/discovery_output.h"
 #include "launcher/child.h"
 #include "launcher/clock.h"
-#include "launcher/exit_status.h"
+#include "events/exit_status.h"
 #include "launcher/job_config.h"
 #include "launcher/runtime.h"
 #include "launcher/shell_script_runner.h"
 #include "launcher/spawner.h"
-#include "launcher/ssh/remote_shell.h"
-#include "launcher/ssh/ssh_rank.h"
+#include "launcher/ssh/ssh_starter.h"
 #include "pool/pool_client.h"
 
 namespace {
@@ -32,11 +33,8 @@ namespace {
 // `etrun VERB ...`: verbs only as the first argument (see cli/control_main.h, report_main.h).
 int VerbMain(int argc, char** argv) {
   using namespace etrun;
-  // A remote rank's local helper (see launcher/ssh/ssh_rank.h), started by etrun itself.
-  if (strcmp(argv[1], launcher::kSshRankMode) == 0) return launcher::SshRankMain(argc, argv);
-  if (strcmp(argv[1], launcher::kRemoteShellRankMode) == 0) {
-    return launcher::RemoteShellRankMain(argc, argv);
-  }
+  // A remote rank's local helper (see cli/stub_main.h), started by etrun itself.
+  if (int code = cli::StubMain(argc, argv); code >= 0) return code;
   if (strcmp(argv[1], cli::kStatusVerb) == 0) return cli::StatusMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kListVerb) == 0) return cli::ListMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kScaleVerb) == 0) return cli::ScaleMain(argc - 1, argv + 1);
@@ -82,9 +80,10 @@ int main(int argc, char** argv) {
     }
     int code;
     {
-      etrun::launcher::JobServices services{&spawner, &discovery, pool.get(), &clock, &file_limit, {}};
+      etrun::launcher::SshStarter remote(config);  // outlives the runtime and its ranks
+      etrun::launcher::JobServices services{&spawner, &discovery, pool.get(), &clock, &file_limit, {}, &remote};
       etrun::launcher::Runtime runtime(config, std::move(environment), std::move(services),
-                                       etrun::launcher::MakePolicy(config));
+                                       etrun::cli::MakePolicy(config));
       code = runtime.Run();
     }  // the runtime's signal handlers are gone: Ctrl-C now ends etrun at once
     if (pool) pool->Leave();  // every rank is gone: the slots are free now

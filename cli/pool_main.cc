@@ -14,9 +14,11 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/verb_common.h"
+#include "control/control.h"
 #include "launcher/child.h"
-#include "launcher/control.h"
+#include "launcher/gpu_slots.h"
 #include "launcher/job_config.h"
+#include "launcher/shell_script_runner.h"
 #include "pool/pool_client.h"
 #include "pool/pool_daemon.h"
 
@@ -24,7 +26,7 @@ namespace etrun::cli {
 
 namespace {
 
-using launcher::JobEntry;
+using control::JobEntry;
 using nlohmann::json;
 
 constexpr char kUsage[] =
@@ -35,7 +37,7 @@ constexpr char kUsage[] =
 bool Ask(const JobEntry& pool, const std::string& method, const std::string& target,
          const json& body, json* reply, std::string* err) {
   std::string text;
-  int code = launcher::ControlRequest(pool, method, target, body.is_null() ? "" : body.dump(), &text, err);
+  int code = control::ControlRequest(pool, method, target, body.is_null() ? "" : body.dump(), &text, err);
   if (code == 0) return false;
   *reply = json::parse(text, nullptr, false);
   if (code != 200) {
@@ -125,7 +127,20 @@ int StartMain(int argc, char** argv) {
     if (!JobHosts(c, &o.hosts, &err)) return Error(err, 2);
   }
   PoolLogging();
-  return pool::RunPoolDaemon(o, launcher::CurrentEnvironment());
+  if (o.gpus == "auto") {
+    launcher::GpuSlots gpus;
+    gpus.ranks_per_gpu = 1;
+    std::string warning;
+    if (!launcher::DetectLocalGpus(launcher::CurrentEnvironment(), &gpus, &warning, &err)) {
+      // nvidia-smi failed or found none: a CPU machine as far as the pool can tell.
+      spdlog::info("no GPUs on this machine ({}): the pool hands out plain slots", err);
+    } else if (gpus.counted) {  // else no nvidia-smi: plain slots
+      o.local_gpus = gpus.pool;
+      o.local_gpus_source = gpus.source;
+    }
+  }
+  launcher::ShellScriptRunner discovery(o.discovery_script, o.discovery_timeout);
+  return pool::RunPoolDaemon(o, &discovery);
 }
 
 int StatusMain(int argc, char** argv) {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/exit_status.h"
+#include "events/exit_status.h"
 #include "report/pool_report.h"
 #include "report/report.h"
 

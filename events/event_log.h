@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/exit_status.h"
+#include "events/exit_status.h"
 
 namespace etrun::events {
 

@@ -36,7 +36,7 @@
 #include "discovery/host_manager.h"
 #include "discovery/script_runner.h"
 #include "events/event_log.h"
-#include "launcher/exit_status.h"
+#include "events/exit_status.h"
 #include "launcher/job_config.h"
 #include "rendezvous/assign.h"
 #include "rendezvous/elastic_handler.h"

@@ -11,7 +11,6 @@
 #include "events/schema.h"
 #include "launcher/gpu_slots.h"
 #include "launcher/runtime.h"
-#include "launcher/ssh/remote_shell.h"
 #include "pool/pool_client.h"
 
 namespace etrun::launcher {
@@ -227,11 +226,10 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   if (auto current = ids_.find(key); current != ids_.end() && current->second == f.id) {
     ids_.erase(current);
   }
-  // A host whose SSH connection failed, or whose remote shell died (exit 255), is unreachable.
-  bool shell_failed = !runtime_->config().remote_shell.empty() &&
-                      f.status.kind == ExitStatus::Kind::kExited &&
-                      f.status.code == kRemoteShellFailure && !runtime_->hosts().Lookup(key.first).local;
-  if (!f.status.success() && (runtime_->ssh().Unreachable(key.first) || shell_failed)) {
+  // A host whose SSH connection failed, or whose remote shell died, is unreachable.
+  RemoteStarter* remote = runtime_->services().remote;
+  if (!f.status.success() && remote != nullptr && !runtime_->hosts().Lookup(key.first).local &&
+      remote->Unreachable(key.first, f.status)) {
     driver_->OnHostUnreachable(key.first, runtime_->Now());
   }
   nlohmann::json fields = events::ExitFields(f.status);

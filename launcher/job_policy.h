@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/exit_status.h"
+#include "events/exit_status.h"
 #include "launcher/rank_set.h"
 #include "rendezvous/http_request.h"
 #include "rendezvous/http_server.h"

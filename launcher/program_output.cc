@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-#include "launcher/exit_status.h"
+#include "events/exit_status.h"
 #include "launcher/spawner.h"
 
 namespace etrun::launcher {

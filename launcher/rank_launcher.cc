@@ -11,9 +11,6 @@
 #include "events/schema.h"
 #include "launcher/gpu_slots.h"
 #include "launcher/output_sink.h"
-#include "launcher/ssh/remote_shell.h"
-#include "launcher/ssh/ssh_host.h"
-#include "launcher/ssh/ssh_rank.h"
 
 namespace etrun::launcher {
 
@@ -66,11 +63,11 @@ RankOutput ConsoleOutput(const JobConfig& config, OutputSink* sink) {
 }
 
 RankLauncher::RankLauncher(const JobConfig& config, const std::vector<std::string>& environment,
-                           RankSet* ranks, OutputSink* sink, RankOutput console, SshHosts* ssh,
+                           RankSet* ranks, OutputSink* sink, RankOutput console, RemoteStarter* remote,
                            discovery::HostDirectory* hosts, rendezvous::AccessList* access,
                            events::EventLog* events)
     : config_(config), environment_(environment), ranks_(ranks), sink_(sink),
-      console_(console), ssh_(ssh), hosts_(hosts), access_(access), events_(events) {}
+      console_(console), remote_(remote), hosts_(hosts), access_(access), events_(events) {}
 
 bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::string* err) {
   const rendezvous::SlotInfo& slot = request.slot;
@@ -88,29 +85,14 @@ bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::strin
     // `env` keeps the last of duplicates: the extra variables win.
     remote_env.insert(remote_env.end(), request.extra_env.begin(), request.extra_env.end());
     char cwd[4096];
-    std::string dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
-    std::string command = RemoteCommand(dir, remote_env, config_.command, config_.grace_period_s);
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    spec->argv = {n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("etrun")};
-    spec->env = environment_;  // the local stub's own
-    if (!config_.remote_shell.empty()) {  // through a command such as kubectl exec
-      for (std::string& a : RemoteShellRankArgs(
-               slot.hostname, RemoteShellCommand(config_.remote_shell, slot.hostname, command))) {
-        spec->argv.push_back(std::move(a));
-      }
-      return true;
+    RemoteRank remote{slot.hostname, getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".",
+                      std::move(remote_env), config_.command, config_.grace_period_s};
+    if (remote_ == nullptr) {
+      *err = "cannot start a rank on " + slot.hostname + ": this job starts ranks on this machine only";
+      return false;
     }
-    SshTarget target;
-    target.host = slot.hostname;
-    target.port = config_.ssh_port.value_or(22);
-    target.identity_file = config_.ssh_identity_file;
-    target.strict_host_keys = config_.ssh_strict_host_keys;
-    target.connect_timeout_s = config_.ssh_connect_timeout_s;
-    std::string socket;
-    if (!ssh_->SocketFor(target, &socket, err)) return false;
-    std::string label = target.host + ":" + std::to_string(target.port);
-    for (std::string& a : SshRankArgs(socket, label, command)) spec->argv.push_back(std::move(a));
+    if (!remote_->StubArgv(remote, &spec->argv, err)) return false;
+    spec->env = environment_;  // the local stub's own
     return true;
   }
   std::string devices;

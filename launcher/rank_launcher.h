@@ -14,6 +14,7 @@
 #include "events/event_log.h"
 #include "launcher/job_config.h"
 #include "launcher/rank_set.h"
+#include "launcher/remote_starter.h"
 #include "launcher/spawner.h"
 #include "launcher/worker_env.h"
 #include "rendezvous/access_list.h"
@@ -22,7 +23,6 @@
 namespace etrun::launcher {
 
 class OutputSink;
-class SshHosts;
 
 // Zero-padded rank directory name for --output-filename (spec §7.2, without its -np 1 crash):
 // rank.<r> padded to the digits of np-1, at least one.
@@ -52,15 +52,16 @@ struct RankRequest {
 
 class RankLauncher {
  public:
-  // Every pointer must outlive the launcher. `ssh` is used for ranks on other hosts only.
+  // Every pointer must outlive the launcher. `remote` starts ranks on other hosts (null: the
+  // job may use this machine only).
   RankLauncher(const JobConfig& config, const std::vector<std::string>& environment,
-               RankSet* ranks, OutputSink* sink, RankOutput console, SshHosts* ssh,
+               RankSet* ranks, OutputSink* sink, RankOutput console, RemoteStarter* remote,
                discovery::HostDirectory* hosts, rendezvous::AccessList* access,
                events::EventLog* events);
 
-  // The process for `request`: the command with its environment here, or the SSH stub (which
-  // starts the host's connection on first use). Returns false and sets *err when the rank
-  // cannot run: its GPUs are not there, or the SSH stub's socket cannot be made.
+  // The process for `request`: the command with its environment here, or the remote starter's
+  // stub (SSH: it starts the host's connection on first use). Returns false and sets *err when
+  // the rank cannot run: its GPUs are not there, or the stub cannot be set up.
   bool Plan(const RankRequest& request, LaunchSpec* spec, std::string* err);
 
   // Plans, opens the rank's files, starts it and waits for its exec, admits its host to the
@@ -70,14 +71,12 @@ class RankLauncher {
   bool Start(const RankRequest& request, int* id, std::string* err);
 
  private:
-  LaunchSpec RemoteSpec(const RankRequest& request);
-
   const JobConfig& config_;
   const std::vector<std::string>& environment_;
   RankSet* ranks_;
   OutputSink* sink_;
   RankOutput console_;
-  SshHosts* ssh_;
+  RemoteStarter* remote_;
   discovery::HostDirectory* hosts_;
   rendezvous::AccessList* access_;
   events::EventLog* events_;

@@ -11,7 +11,6 @@
 
 #include "launcher/guardian.h"
 #include "launcher/line_splitter.h"
-#include "launcher/mpi/mpi_output.h"
 #include "launcher/output_sink.h"
 
 namespace etrun::launcher {
@@ -26,10 +25,7 @@ struct RankSet::Stream {
         formatter(r, is_stderr, o.timestamps, o.timestamp_format),
         console(is_stderr ? o.console_err : o.console_out),
         file(is_stderr ? o.file_err : o.file_out) {
-    if (o.mpi_tags) {
-      assembler = std::make_unique<MpiLineAssembler>(o.timestamps);
-      if (o.mpi_line_observer) assembler->set_on_line(o.mpi_line_observer);
-    }
+    if (o.framer) framer = o.framer();
   }
   Rank* owner = nullptr;
   asio::posix::stream_descriptor pipe;
@@ -37,7 +33,7 @@ struct RankSet::Stream {
   PrefixFormatter formatter;
   int console;
   int file;
-  std::unique_ptr<MpiLineAssembler> assembler;  // mpirun's stream only
+  std::unique_ptr<LineFramer> framer;  // replaces splitter + formatter when set
   bool open = true;
   std::unique_ptr<char[]> buffer{new char[kReadChunk]};
 };
@@ -139,8 +135,8 @@ void RankSet::OnRead(Stream* s, const boost::system::error_code& ec, size_t n) {
   if (n > 0) {
     std::string_view data(s->buffer.get(), n);
     scratch_.clear();
-    if (s->assembler) {
-      s->assembler->Feed(data, [this](std::string_view text) { scratch_.append(text); });
+    if (s->framer) {
+      s->framer->Feed(data, [this](std::string_view text) { scratch_.append(text); });
     } else {
       s->splitter.Feed(data, [this, s](std::string_view piece, bool terminated) {
         s->formatter.Append(piece, terminated, &scratch_);
@@ -164,8 +160,8 @@ void RankSet::OnRead(Stream* s, const boost::system::error_code& ec, size_t n) {
 void RankSet::CloseStream(Stream* s) {
   if (!s->open) return;
   scratch_.clear();
-  if (s->assembler) {
-    s->assembler->Finish([this](std::string_view text) { scratch_.append(text); });
+  if (s->framer) {
+    s->framer->Finish([this](std::string_view text) { scratch_.append(text); });
   }
   s->splitter.Finish([this, s](std::string_view piece, bool terminated) {
     s->formatter.Append(piece, terminated, &scratch_);

@@ -16,11 +16,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
 
-#include "launcher/exit_status.h"
+#include "events/exit_status.h"
 #include "launcher/job_config.h"
 #include "launcher/spawner.h"
 
@@ -29,6 +30,19 @@ namespace etrun::launcher {
 class Guardian;
 class OutputSink;
 
+// Turns one output stream's bytes into the text to write, instead of RankSet's `[rank]<stdout>:`
+// prefixing: e.g. mpirun's tagged fragments into whole tagged lines (launcher/mpi/mpi_output.h).
+// One per stream.
+class LineFramer {
+ public:
+  using Emit = std::function<void(std::string_view text)>;
+  virtual ~LineFramer() = default;
+  // Feeds bytes as read; calls `emit` with ready text.
+  virtual void Feed(std::string_view data, const Emit& emit) = 0;
+  // End of stream: emits what is pending.
+  virtual void Finish(const Emit& emit) = 0;
+};
+
 struct RankOutput {
   int console_out = -1;   // OutputSink destinations for prefixed lines
   int console_err = -1;
@@ -36,11 +50,9 @@ struct RankOutput {
   int file_err = -1;
   bool timestamps = false;
   TimestampFormat timestamp_format = TimestampFormat::kAsctime;
-  // mpirun's --tag-output stream: its ranks' fragments are put together into whole tagged
-  // lines (launcher/mpi/mpi_output.h) instead of being prefixed with `[rank]`.
-  bool mpi_tags = false;
-  // With mpi_tags: sees every whole tagged line (for --output-filename's per-rank files).
-  std::function<void(const std::string& tag, std::string_view line)> mpi_line_observer;
+  // When set, makes each stream's framer, which replaces the `[rank]` prefixing (--mpi: the
+  // stream of mpirun, whose ranks' output is already tagged).
+  std::function<std::unique_ptr<LineFramer>()> framer;
 };
 
 class RankSet {

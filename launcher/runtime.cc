@@ -8,9 +8,6 @@
 #include <spdlog/spdlog.h>
 
 #include "events/schema.h"
-#include "launcher/elastic_policy.h"
-#include "launcher/mpi/mpi_policy.h"
-#include "launcher/static_policy.h"
 
 #include "pool/pool_client.h"
 
@@ -54,12 +51,6 @@ void JobPolicy::OnUserSignal(int sig) {
 
 void JobPolicy::OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) {
   respond(404, {{"error", "unknown request " + request.method + " " + request.target}});
-}
-
-std::unique_ptr<JobPolicy> MakePolicy(const JobConfig& config) {
-  if (config.controller == Controller::kMpi) return std::make_unique<MpiPolicy>();
-  if (config.elastic()) return std::make_unique<ElasticPolicy>();
-  return std::make_unique<StaticPolicy>();
 }
 
 Runtime::Runtime(const JobConfig& config, std::vector<std::string> environment,
@@ -142,7 +133,7 @@ JobResult Runtime::RunJob() {
   });
   access_.emplace(BaseAccessList(config_, hosts_.interfaces()));
   launcher_ = std::make_unique<RankLauncher>(config_, environ_, ranks_.get(), sink_.get(), console_,
-                                             &ssh_, &hosts_, &*access_, &events_);
+                                             services_.remote, &hosts_, &*access_, &events_);
   blocking_ = std::make_unique<asio::thread_pool>(1);
   kill_timer_ = std::make_unique<asio::steady_timer>(io_);
   if (!StartServers(&result)) return result;
@@ -168,7 +159,7 @@ bool Runtime::StartServers(JobResult* result) {
     server_->set_access(&*access_);
     spdlog::debug("rendezvous server listening on {}:{}", address, server_->port());
   }
-  control_ = std::make_unique<ControlServer>(
+  control_ = std::make_unique<control::ControlServer>(
       &io_, [this](const rendezvous::HttpRequest& request, ControlRespond respond) {
         OnControl(request, std::move(respond));
       });

@@ -27,15 +27,15 @@
 #include "events/event_log.h"
 #include "launcher/child.h"
 #include "launcher/clock.h"
-#include "launcher/control.h"
+#include "control/control.h"
 #include "launcher/guardian.h"
 #include "launcher/job_config.h"
 #include "launcher/job_policy.h"
 #include "launcher/output_sink.h"
 #include "launcher/rank_launcher.h"
 #include "launcher/rank_set.h"
+#include "launcher/remote_starter.h"
 #include "launcher/spawner.h"
-#include "launcher/ssh/ssh_host.h"
 #include "rendezvous/access_list.h"
 #include "rendezvous/http_server.h"
 
@@ -54,11 +54,8 @@ struct JobServices {
   FileLimit* file_limit = nullptr;               // may be null: the limit is left alone
   // This machine's interfaces; empty: read them (discovery::LocalInterfaces).
   std::vector<discovery::Interface> interfaces;
+  RemoteStarter* remote = nullptr;  // ranks on other hosts; null: this machine only
 };
-
-// The policy for `config`'s mode: mpirun for --mpi, the elastic driver for --min-np or a
-// discovery script, fixed hosts otherwise.
-std::unique_ptr<JobPolicy> MakePolicy(const JobConfig& config);
 
 class Runtime {
  public:
@@ -83,7 +80,6 @@ class Runtime {
   RankSet& ranks() { return *ranks_; }
   OutputSink& sink() { return *sink_; }
   const RankOutput& console() const { return console_; }
-  SshHosts& ssh() { return ssh_; }
   RankLauncher& launcher() { return *launcher_; }
   TimePoint Now() const { return services_.clock->Now(); }
 
@@ -109,13 +105,13 @@ class Runtime {
   events::EventLog events_;
   discovery::HostDirectory hosts_;
   // Destroyed in reverse: the policy first (its threads and timers stop while the loop and the
-  // ranks it points to exist), the ranks before the SSH hosts their stubs talk to and the sink
-  // their output goes to, the guardian and the loop last.
+  // ranks it points to exist), the ranks before the sink their output goes to, the guardian and
+  // the loop last. The remote starter (main's) outlives the runtime, so remote ranks' stubs are
+  // gone before the connections they talk to.
   boost::asio::io_context io_;
   Guardian guardian_;
   std::unique_ptr<OutputSink> sink_;
   RankOutput console_;
-  SshHosts ssh_;
   std::unique_ptr<RankSet> ranks_;
   std::optional<rendezvous::AccessList> access_;
   std::unique_ptr<RankLauncher> launcher_;
@@ -123,7 +119,7 @@ class Runtime {
   std::unique_ptr<boost::asio::signal_set> signals_;
   std::unique_ptr<boost::asio::steady_timer> kill_timer_;
   std::unique_ptr<rendezvous::HttpServer> server_;
-  std::unique_ptr<ControlServer> control_;
+  std::unique_ptr<control::ControlServer> control_;
   std::unique_ptr<JobPolicy> policy_;
   TimePoint started_;
   int stop_signal_ = 0;

@@ -41,11 +41,11 @@ bool SplitHostPort(const std::string& text, std::string* host, int* port, bool a
   return true;
 }
 
-bool FindPool(const std::string& name, launcher::JobEntry* out, std::string* err) {
-  std::vector<launcher::JobEntry> pools = launcher::ListJobs(err, launcher::kPoolRegistry);
+bool FindPool(const std::string& name, control::JobEntry* out, std::string* err) {
+  std::vector<control::JobEntry> pools = control::ListJobs(err, control::kPoolRegistry);
   if (!err->empty()) return false;
   std::string names;
-  for (const launcher::JobEntry& p : pools) {
+  for (const control::JobEntry& p : pools) {
     if (p.job == name || (name.empty() && pools.size() == 1)) {
       *out = p;
       return true;
@@ -66,7 +66,7 @@ PoolClient::PoolClient(ClientOptions options) : options_(std::move(options)) {}
 
 PoolClient::~PoolClient() { Stop(); }
 
-bool PoolClient::Find(launcher::JobEntry* entry, std::string* err) const {
+bool PoolClient::Find(control::JobEntry* entry, std::string* err) const {
   std::string host;
   int port = 0;
   if (SplitHostPort(options_.pool, &host, &port)) {
@@ -92,8 +92,8 @@ bool PoolClient::Find(launcher::JobEntry* entry, std::string* err) const {
   return FindPool(options_.pool, entry, err);
 }
 
-bool PoolClient::JoinWith(const launcher::JobEntry& entry, std::string* err) {
-  std::string machine = launcher::MachineName();
+bool PoolClient::JoinWith(const control::JobEntry& entry, std::string* err) {
+  std::string machine = control::MachineName();
   HostLists held;
   nlohmann::json releasing = nlohmann::json::array();
   {
@@ -121,7 +121,7 @@ bool PoolClient::JoinWith(const launcher::JobEntry& entry, std::string* err) {
   int status = 0;
   // 503: the pool is starting (its hosts are not known yet); it answers within a discovery run.
   for (int attempt = 0; attempt < 100; ++attempt) {
-    status = launcher::ControlRequest(entry, "POST", "/jobs", body.dump(), &reply, err, kRequestTimeout);
+    status = control::ControlRequest(entry, "POST", "/jobs", body.dump(), &reply, err, kRequestTimeout);
     if (status != 503) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -141,7 +141,7 @@ bool PoolClient::JoinWith(const launcher::JobEntry& entry, std::string* err) {
 }
 
 bool PoolClient::Join(std::string* err) {
-  launcher::JobEntry entry;
+  control::JobEntry entry;
   if (!Find(&entry, err) || !JoinWith(entry, err)) return false;
   spdlog::info("joined pool '{}' as '{}' (priority {}, {}..{} slots)", options_.pool, id_,
                options_.join.priority, options_.join.min_np, options_.join.max_np);
@@ -155,7 +155,7 @@ std::string PoolClient::job_id() const {
 
 void PoolClient::Leave() {
   Stop();
-  launcher::JobEntry entry;
+  control::JobEntry entry;
   std::string id;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -164,7 +164,7 @@ void PoolClient::Leave() {
   }
   if (id.empty()) return;
   std::string reply, err;
-  int status = launcher::ControlRequest(entry, "DELETE", "/jobs/" + id, "", &reply, &err, kRequestTimeout);
+  int status = control::ControlRequest(entry, "DELETE", "/jobs/" + id, "", &reply, &err, kRequestTimeout);
   if (status != 200) {
     spdlog::warn("could not tell pool '{}' that the job ended ({}); it frees the slots when it "
                  "sees etrun gone", options_.pool, status == 0 ? err : ErrorOf(reply));
@@ -193,7 +193,7 @@ std::vector<SlotView> PoolClient::Slots(const std::string& host) const {
 
 // One sync; on the sync thread.
 discovery::ScriptResult PoolClient::Sync() {
-  launcher::JobEntry entry;
+  control::JobEntry entry;
   std::string id, last;
   HostLists live;
   bool lost;
@@ -213,14 +213,14 @@ discovery::ScriptResult PoolClient::Sync() {
   nlohmann::json body = {{"live", Lists(live)}, {"seen", seen}};
   int status = 0;
   if (!lost) {
-    status = launcher::ControlRequest(entry, "POST", "/jobs/" + id + "/sync", body.dump(), &reply,
+    status = control::ControlRequest(entry, "POST", "/jobs/" + id + "/sync", body.dump(), &reply,
                                       &err, kRequestTimeout);
   }
   if (status == 503) return {true, last, "", ""};  // the pool is starting: train on
   if (status == 0 || status == 401 || status == 410) {
     // The pool went away, or restarted (a new port or token, or no book of this job), or counted
     // this job gone: join it again with what we hold; until then train on the last grant.
-    launcher::JobEntry found;
+    control::JobEntry found;
     std::string why;
     if (!lost) {
       spdlog::warn("pool '{}' {}: training on the slots held; joining again when it is back",
@@ -240,7 +240,7 @@ discovery::ScriptResult PoolClient::Sync() {
     }
     spdlog::info("joined pool '{}' again as '{}'", options_.pool, id);
     err.clear();
-    status = launcher::ControlRequest(found, "POST", "/jobs/" + id + "/sync", body.dump(), &reply,
+    status = control::ControlRequest(found, "POST", "/jobs/" + id + "/sync", body.dump(), &reply,
                                       &err, kRequestTimeout);
     if (status == 0) return {true, last, "", ""};
   }

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "discovery/script_runner.h"
-#include "launcher/control.h"
+#include "control/control.h"
 #include "pool/pool_state.h"
 
 namespace etrun::pool {
@@ -32,7 +32,7 @@ bool SplitHostPort(const std::string& text, std::string* host, int* port, bool a
 
 // The running pool of this user named `name`, or the only one when `name` is empty. Returns false
 // and sets *err (none running, several, no such name: each with how to go on).
-bool FindPool(const std::string& name, launcher::JobEntry* out, std::string* err);
+bool FindPool(const std::string& name, control::JobEntry* out, std::string* err);
 
 // One local rank's place in the pool.
 struct SlotView {
@@ -77,14 +77,14 @@ class PoolClient : public PoolLink {
   std::string job_id() const override;
 
  private:
-  bool Find(launcher::JobEntry* entry, std::string* err) const;
-  bool JoinWith(const launcher::JobEntry& entry, std::string* err);
+  bool Find(control::JobEntry* entry, std::string* err) const;
+  bool JoinWith(const control::JobEntry& entry, std::string* err);
   discovery::ScriptResult Sync();
 
   ClientOptions options_;
   std::thread thread_;
   mutable std::mutex mu_;  // guards the fields below (the sync thread writes them)
-  launcher::JobEntry entry_;
+  control::JobEntry entry_;
   std::string id_;
   HostLists live_;
   HostLists held_;                                 // the last grant: slots per host

@@ -21,9 +21,7 @@
 #include "discovery/network.h"
 #include "events/event_log.h"
 #include "events/schema.h"
-#include "launcher/control.h"
-#include "launcher/gpu_slots.h"
-#include "launcher/shell_script_runner.h"
+#include "control/control.h"
 #include "pool/pool_client.h"
 #include "pool/pool_state.h"
 
@@ -41,7 +39,7 @@ constexpr std::chrono::milliseconds kTick(100);
 // The devices of each host, by DaemonOptions::gpus.
 class Devices {
  public:
-  bool Init(const DaemonOptions& options, const std::vector<std::string>& environment, std::string* err) {
+  bool Init(const DaemonOptions& options, std::string* err) {
     ranks_per_gpu_ = options.ranks_per_gpu;
     interfaces_ = discovery::LocalInterfaces();
     if (options.gpus == "none") return true;
@@ -55,19 +53,10 @@ class Devices {
       for (int i = 0; i < count; ++i) every_.push_back(std::to_string(i));
       return true;
     }
-    launcher::GpuSlots gpus;
-    gpus.ranks_per_gpu = 1;
-    std::string warning;
-    if (!launcher::DetectLocalGpus(environment, &gpus, &warning, err)) {
-      // nvidia-smi failed or found none: a CPU machine as far as the pool can tell.
-      spdlog::info("no GPUs on this machine ({}): the pool hands out plain slots", *err);
-      err->clear();
-      return true;
-    }
-    if (!gpus.counted) return true;  // no nvidia-smi: plain slots
-    local_ = gpus.pool;
+    if (options.local_gpus.empty()) return true;  // a CPU machine as far as the pool can tell
+    local_ = options.local_gpus;
     auto_remote_ = true;
-    spdlog::info("this machine's GPUs ({}): {}", gpus.source, fmt::join(local_, ","));
+    spdlog::info("this machine's GPUs ({}): {}", options.local_gpus_source, fmt::join(local_, ","));
     return true;
   }
 
@@ -100,41 +89,42 @@ class Devices {
 
 class Daemon {
  public:
-  Daemon(const DaemonOptions& options)
+  Daemon(const DaemonOptions& options, discovery::ScriptRunner* discovery)
       : options_(options),
         state_(options.name, options.ranks_per_gpu, options.min_hold,
                [this](const char* event, json fields) { OnEvent(event, std::move(fields)); }),
         signals_(io_, SIGINT, SIGTERM, SIGHUP),
         tick_(io_),
         poll_(io_),
-        machine_(launcher::MachineName()) {}
+        discovery_(options.discovery_script.empty() ? nullptr : discovery),
+        machine_(control::MachineName()) {}
 
-  int Run(const std::vector<std::string>& environment) {
+  int Run() {
     std::string err;
-    if (!devices_.Init(options_, environment, &err)) return Fail(err, 2);
+    if (!devices_.Init(options_, &err)) return Fail(err, 2);
     if (!options_.events_file.empty() && !events_.Open(options_.events_file, &err)) {
       return Fail("--events-file " + options_.events_file + ": " + err, 2);
     }
     std::string address = "127.0.0.1";
     int port = 0;
     if (!options_.listen.empty() && !SplitListen(options_.listen, &address, &port, &err)) return Fail(err, 2);
-    for (const launcher::JobEntry& p : launcher::ListJobs(&err, launcher::kPoolRegistry)) {
+    for (const control::JobEntry& p : control::ListJobs(&err, control::kPoolRegistry)) {
       if (p.job == options_.name) {
         return Fail(fmt::format("pool '{}' is already running (pid {}): stop it with `etrun pool "
                                 "stop {}` or pick another name", p.job, p.pid, p.job), 1);
       }
     }
     if (!err.empty()) return Fail(err, 1);
-    book_path_ = launcher::RegistryDir(&err, launcher::kPoolRegistry) + "/" + options_.name + ".book.json";
+    book_path_ = control::RegistryDir(&err, control::kPoolRegistry) + "/" + options_.name + ".book.json";
     LoadBook();
-    server_ = std::make_unique<launcher::ControlServer>(
+    server_ = std::make_unique<control::ControlServer>(
         &io_, [this](const rendezvous::HttpRequest& r, std::function<void(int, json)> respond) {
           Handle(r, std::move(respond));
         });
     if (previous_book_.is_object() && previous_book_.contains("token") && previous_book_["token"].is_string()) {
       server_->UseToken(previous_book_["token"].get<std::string>());
     }
-    if (!server_->Start(options_.name, &err, launcher::kPoolRegistry, address, port)) {
+    if (!server_->Start(options_.name, &err, control::kPoolRegistry, address, port)) {
       return Fail("cannot open pool '" + options_.name + "': " + err, 1);
     }
     json hosts = json::array();
@@ -151,9 +141,6 @@ class Daemon {
     if (options_.discovery_script.empty()) {
       state_.SetHosts(std::move(fixed), Now());
       Restore();
-    } else {
-      discovery_ = std::make_unique<launcher::ShellScriptRunner>(options_.discovery_script,
-                                                                  options_.discovery_timeout);
     }
     spdlog::info("pool '{}' is up: {} slots on {} host{}{}; jobs join with `etrun --pool {} "
                  "[--priority N] --min-np N --max-np N COMMAND`",
@@ -268,7 +255,7 @@ class Daemon {
       if (ec) return;
       auto now = Now();
       for (const auto& [id, pid] : state_.LocalJobs()) {
-        if (!launcher::ProcessAlive(pid)) state_.Leave(id, events::kCrashed, now);
+        if (!control::ProcessAlive(pid)) state_.Leave(id, events::kCrashed, now);
       }
       for (const auto& [id, heard] : state_.RemoteJobs()) {
         if (now - heard > options_.lease) state_.Leave(id, events::kLost, now);
@@ -387,7 +374,7 @@ class Daemon {
       request.max_np = body.at("max_np").get<int>();
       request.pid = body.value("pid", 0);
       // On this machine and visible here: a job in another pid namespace is watched by lease.
-      request.local = body.value("machine", "") == machine_ && launcher::ProcessAlive(request.pid);
+      request.local = body.value("machine", "") == machine_ && control::ProcessAlive(request.pid);
     } catch (const json::exception&) {
       return respond(400, {{"error", kShape}});
     }
@@ -436,8 +423,8 @@ class Daemon {
   asio::signal_set signals_;
   asio::steady_timer tick_;
   asio::steady_timer poll_;
-  std::unique_ptr<launcher::ShellScriptRunner> discovery_;
-  std::unique_ptr<launcher::ControlServer> server_;
+  discovery::ScriptRunner* discovery_;  // null without a discovery script
+  std::unique_ptr<control::ControlServer> server_;
   std::string machine_;
   std::string book_path_;  // the pool's book, kept for its next start
   json previous_book_;     // the last pool's, until restored
@@ -447,9 +434,9 @@ class Daemon {
 
 }  // namespace
 
-int RunPoolDaemon(const DaemonOptions& options, const std::vector<std::string>& environment) {
-  Daemon daemon(options);
-  return daemon.Run(environment);
+int RunPoolDaemon(const DaemonOptions& options, discovery::ScriptRunner* discovery) {
+  Daemon daemon(options, discovery);
+  return daemon.Run();
 }
 
 }  // namespace etrun::pool

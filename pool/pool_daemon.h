@@ -1,6 +1,6 @@
 // The shared slot pool daemon (`etrun pool start NAME ...`): one process per pool, in the
 // foreground, that owns the PoolState and serves it over HTTP beside etrun's job control
-// endpoints (launcher/control.h: a random token in a 0600 registry file, under "pools/"), so
+// endpoints (control/control.h: a random token in a 0600 registry file, under "pools/"), so
 // only its user (and root) can join or steer it. Listens on 127.0.0.1 unless --listen opens it
 // to other machines; then jobs there pass --pool HOST:PORT with the token in ETRUN_POOL_TOKEN.
 //
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "discovery/host_slots.h"
+#include "discovery/script_runner.h"
 
 namespace etrun::pool {
 
@@ -38,11 +39,16 @@ struct DaemonOptions {
   std::chrono::milliseconds lease{kDefaultLeaseMs};
   std::string events_file;
   std::string listen;  // "ADDR:PORT"; empty: 127.0.0.1, any port
+  // With --gpus auto: this machine's GPU ids as found by the caller (CUDA_VISIBLE_DEVICES or
+  // nvidia-smi) and where they came from; empty: none found, the pool hands out plain slots.
+  std::vector<std::string> local_gpus;
+  std::string local_gpus_source;
 };
 
 // Runs the pool until stopped. Returns the exit code: 0 stopped, 1 failed to start (one error
-// line logged), 2 bad options.
-int RunPoolDaemon(const DaemonOptions& options, const std::vector<std::string>& environment);
+// line logged), 2 bad options. `discovery` runs options.discovery_script (required when it is
+// set; the caller builds the real one) and must outlive the call.
+int RunPoolDaemon(const DaemonOptions& options, discovery::ScriptRunner* discovery);
 
 }  // namespace etrun::pool
 

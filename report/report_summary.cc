@@ -4,7 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "launcher/exit_status.h"
+#include "events/exit_status.h"
 #include "report/report.h"
 
 namespace etrun::report {

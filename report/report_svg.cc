@@ -11,7 +11,7 @@
 #include <cmath>
 #include <string_view>
 
-#include "launcher/exit_status.h"
+#include "events/exit_status.h"
 #include "report/report.h"
 #include "report/svg.h"
 

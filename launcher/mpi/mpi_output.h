@@ -15,11 +15,12 @@
 #include <string>
 #include <string_view>
 
+#include "launcher/rank_set.h"
+
 namespace etrun::launcher {
 
-class MpiLineAssembler {
+class MpiLineAssembler : public LineFramer {
  public:
-  using Emit = std::function<void(std::string_view text)>;
   // Sees every whole tagged line as it is emitted: its tag ("[1,3]<stdout>:", without the
   // timestamp) and the line as emitted (timestamp, tag, text, terminator).
   using LineObserver = std::function<void(const std::string& tag, std::string_view line)>;
@@ -31,10 +32,10 @@ class MpiLineAssembler {
       : timestamps_(timestamps), max_line_(max_line) {}
 
   // Feeds bytes as read; calls `emit` with ready text (several whole lines at a time).
-  void Feed(std::string_view data, const Emit& emit);
+  void Feed(std::string_view data, const Emit& emit) override;
 
   // End of stream: emits what is pending.
-  void Finish(const Emit& emit);
+  void Finish(const Emit& emit) override;
 
   void set_on_line(LineObserver observer) { on_line_ = std::move(observer); }
 

@@ -17,8 +17,9 @@
 
 #include "discovery/host_slots.h"
 #include "discovery/network.h"
-#include "launcher/exit_status.h"
+#include "events/exit_status.h"
 #include "launcher/mpi/mpi_command.h"
+#include "launcher/mpi/mpi_output.h"
 #include "launcher/program_output.h"
 #include "launcher/child.h"
 #include "launcher/rank_launcher.h"
@@ -201,18 +202,20 @@ void MpiPolicy::Begin(int rendezvous_port) {
   spdlog::debug("{}", JoinCommand(argv_));
   LaunchSpec spec{argv_, env_, /*supervisor=*/true};
   RankOutput output = runtime_->console();
-  output.mpi_tags = true;
-  output.timestamps = runtime_->config().prefix_timestamp;  // mpirun's --timestamp-output
+  bool timestamps = runtime_->config().prefix_timestamp;  // mpirun's --timestamp-output
   std::string err;
-  if (!output_dir_.empty()) {
-    if (!OpenRankFiles(output_dir_, &err)) {
-      start_error_ = {kExitFailure, err};
-      return;
-    }
-    output.mpi_line_observer = [this](const std::string& tag, std::string_view line) {
-      OnLine(tag, line);
-    };
+  if (!output_dir_.empty() && !OpenRankFiles(output_dir_, &err)) {
+    start_error_ = {kExitFailure, err};
+    return;
   }
+  bool observe = !output_dir_.empty();
+  output.framer = [this, timestamps, observe]() -> std::unique_ptr<LineFramer> {
+    auto assembler = std::make_unique<MpiLineAssembler>(timestamps);
+    if (observe) {
+      assembler->set_on_line([this](const std::string& tag, std::string_view line) { OnLine(tag, line); });
+    }
+    return assembler;
+  };
   int id = -1;
   if (!runtime_->ranks().Start(0, "localhost", spec, output, &err, &id)) {
     start_error_ = {kExitFailure, err};

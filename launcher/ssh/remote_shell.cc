@@ -49,13 +49,8 @@ std::vector<std::string> RemoteShellRankArgs(const std::string& host,
   return {kRemoteShellRankMode, host, command_line};
 }
 
-int RemoteShellRankMain(int argc, char** argv) {
-  if (argc != 4) {
-    fprintf(stderr, "etrun: error: %s is etrun's internal remote-shell helper mode\n",
-            kRemoteShellRankMode);
-    return 2;
-  }
-  const char* host = argv[2];
+int RunRemoteShellRank(const std::string& host_text, const std::string& command_line) {
+  const char* host = host_text.c_str();
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     fprintf(stderr, "etrun: error: remote shell for %s: cannot create a pipe: %s\n", host,
@@ -74,7 +69,7 @@ int RemoteShellRankMain(int argc, char** argv) {
   options.stdin_fd = fds[0];
   Child child;
   std::string err;
-  bool started = StartChild("/bin/sh", {"sh", "-c", argv[3]}, CurrentEnvironment(), options,
+  bool started = StartChild("/bin/sh", {"sh", "-c", command_line}, CurrentEnvironment(), options,
                             &child, &err) && AwaitExec(&child, &err);
   close(fds[0]);
   g_stdin_w = fds[1];

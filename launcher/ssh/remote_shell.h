@@ -34,8 +34,9 @@ std::string RemoteShellCommand(const std::string& remote_shell, const std::strin
 // The stub's argv after the program path: the mode, the host (for messages) and the command line.
 std::vector<std::string> RemoteShellRankArgs(const std::string& host, const std::string& command_line);
 
-// Main of the stub mode; returns the exit code to exit with.
-int RemoteShellRankMain(int argc, char** argv);
+// The stub (RemoteShellRankArgs, parsed by cli/stub_main.h): runs `command_line` (which reaches
+// `host`) with a pipe as its stdin; returns the exit code to exit with.
+int RunRemoteShellRank(const std::string& host, const std::string& command_line);
 
 }  // namespace etrun::launcher
 

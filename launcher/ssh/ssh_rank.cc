@@ -60,14 +60,10 @@ std::vector<std::string> SshRankArgs(const std::string& socket_name, const std::
   return {kSshRankMode, socket_name, label, remote_command};
 }
 
-int SshRankMain(int argc, char** argv) {
-  if (argc != 5) {
-    fprintf(stderr, "etrun: error: %s is etrun's internal SSH helper mode\n", kSshRankMode);
-    return 2;
-  }
-  std::string name = argv[2];
-  const char* label = argv[3];
-  std::string request = std::string("R") + argv[4];
+int RunSshRank(const std::string& name, const std::string& label_text,
+               const std::string& remote_command) {
+  const char* label = label_text.c_str();
+  std::string request = "R" + remote_command;
   signal(SIGPIPE, SIG_IGN);
 
   g_sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);

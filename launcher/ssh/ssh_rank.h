@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "launcher/job_config.h"
 
 namespace etrun::launcher {
 
@@ -39,10 +38,12 @@ std::string RemoteCommand(const std::string& cwd, const std::vector<std::string>
 std::vector<std::string> SshRankArgs(const std::string& socket_name, const std::string& label,
                                      const std::string& remote_command);
 
-// Main of the stub mode: returns the exit code to exit with (the remote command's, 128+N for
-// signal N, or 255 for an SSH failure, reported as one line on stderr). SIGTERM, SIGINT and
+// The stub (SshRankArgs, parsed by cli/stub_main.h): runs `remote_command` through the SshHost
+// at `socket_name`; returns the exit code to exit with (the remote command's, 128+N for signal N,
+// or 255 for an SSH failure, reported as one line on stderr naming `label`). SIGTERM, SIGINT and
 // SIGHUP ask the SshHost to stop the remote command (EOF on its stdin).
-int SshRankMain(int argc, char** argv);
+int RunSshRank(const std::string& socket_name, const std::string& label,
+               const std::string& remote_command);
 
 }  // namespace etrun::launcher
 

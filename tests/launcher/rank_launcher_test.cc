@@ -13,7 +13,7 @@
 
 #include "launcher/output_sink.h"
 #include "launcher/ssh/remote_shell.h"
-#include "launcher/ssh/ssh_host.h"
+#include "launcher/ssh/ssh_starter.h"
 #include "tests/launcher/fake_spawner.h"
 
 namespace etrun::launcher {
@@ -36,7 +36,7 @@ struct Fixture {
   RankLauncher& Launcher() {
     if (!launcher) {
       launcher = std::make_unique<RankLauncher>(config, environment, &ranks, &sink,
-                                                ConsoleOutput(config, &sink), &ssh, &hosts,
+                                                ConsoleOutput(config, &sink), &remote, &hosts,
                                                 &access, &events);
     }
     return *launcher;
@@ -63,7 +63,7 @@ struct Fixture {
   FakeSpawner spawner;
   OutputSink sink;
   RankSet ranks{&io, &spawner, &sink, nullptr, std::chrono::milliseconds(100)};
-  SshHosts ssh;
+  SshStarter remote{config};
   discovery::HostDirectory hosts{{{"lo", {"127.0.0.1"}}}};
   rendezvous::AccessList access{{}, {}};
   events::EventLog events;
@@ -199,7 +199,7 @@ TEST_CASE("with --remote-shell a rank on another host runs the command's stub, {
   CHECK(spec.argv[2] == "127.0.0.2");
   CHECK(spec.argv[3].starts_with("exec kubectl exec -i '127.0.0.2' -n ns -- sh -c 'cd "));
   CHECK(spec.argv[3].find("HOROVOD_RANK=2") != std::string::npos);
-  CHECK(f.ssh.Unreachable("127.0.0.2") == false);  // no SSH connection was made
+  CHECK(f.remote.hosts().Unreachable("127.0.0.2") == false);  // no SSH connection was made
   std::string unused;
   CHECK(CheckRemoteShell("ssh -p 2222 {host}", &unused));
   CHECK_FALSE(CheckRemoteShell("kubectl exec -i pod --", &unused));

@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include "cli/wiring.h"
 #include "tests/launcher/fake_spawner.h"
 
 namespace etrun::launcher {
@@ -27,7 +28,7 @@ int RunJob(JobConfig config, FakeSpawner* spawner, std::vector<nlohmann::json>* 
   FixedClock clock;
   JobServices services{spawner, nullptr, nullptr, &clock, nullptr, {}};
   std::vector<std::string> environment = {"PATH=/usr/bin:/bin"};
-  int code = Runtime(config, environment, services, MakePolicy(config)).Run();
+  int code = Runtime(config, environment, services, cli::MakePolicy(config)).Run();
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) events->push_back(nlohmann::json::parse(line));
   std::filesystem::remove(path);

@@ -1,7 +1,7 @@
 // How a rank ended, and the exit codes etrun itself returns. One place maps wait statuses to
 // codes (as ninja's exit_status.h does). Pure; thread-compatible.
-#ifndef ETRUN_LAUNCHER_EXIT_STATUS_H_
-#define ETRUN_LAUNCHER_EXIT_STATUS_H_
+#ifndef ETRUN_EVENTS_EXIT_STATUS_H_
+#define ETRUN_EVENTS_EXIT_STATUS_H_
 
 #include <string>
 
@@ -37,4 +37,4 @@ std::string SignalName(int sig);
 
 }  // namespace etrun
 
-#endif  // ETRUN_LAUNCHER_EXIT_STATUS_H_
+#endif  // ETRUN_EVENTS_EXIT_STATUS_H_

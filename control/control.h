@@ -9,8 +9,8 @@
 // ({"job", "pid", "port", "token", "started"}), removed when the job ends; files of jobs whose
 // etrun is gone are skipped (and removed) by readers.
 // Driver thread only.
-#ifndef ETRUN_LAUNCHER_CONTROL_H_
-#define ETRUN_LAUNCHER_CONTROL_H_
+#ifndef ETRUN_CONTROL_CONTROL_H_
+#define ETRUN_CONTROL_CONTROL_H_
 
 #include <chrono>
 #include <functional>
@@ -23,7 +23,7 @@
 
 #include "rendezvous/http_server.h"
 
-namespace etrun::launcher {
+namespace etrun::control {
 
 // One running job (or pool: launcher's registry subdirectory "pools") as its registry file
 // describes it.
@@ -93,6 +93,6 @@ int ControlRequest(const JobEntry& job, const std::string& method, const std::st
                    const std::string& body, std::string* reply, std::string* err,
                    std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
-}  // namespace etrun::launcher
+}  // namespace etrun::control
 
-#endif  // ETRUN_LAUNCHER_CONTROL_H_
+#endif  // ETRUN_CONTROL_CONTROL_H_

@@ -1,4 +1,4 @@
-#include "launcher/control.h"
+#include "control/control.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,7 +22,7 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
-namespace etrun::launcher {
+namespace etrun::control {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -262,4 +262,4 @@ int ControlRequest(const JobEntry& job, const std::string& method, const std::st
   }
 }
 
-}  // namespace etrun::launcher
+}  // namespace etrun::control

@@ -1,4 +1,4 @@
-#include "launcher/exit_status.h"
+#include "events/exit_status.h"
 
 #include <signal.h>
 #include <sys/wait.h>

@@ -1,0 +1,39 @@
+// RemoteStarter: how a rank starts on a host that is not this machine. A remote rank is a local
+// stub process that runs the rank's command there and exits with its status, so RankSet treats
+// it like any rank (pipes, process group, signals, guardian). The real starters live below the
+// launcher (launcher/ssh/ssh_starter.h: libssh2, or a --remote-shell command such as kubectl
+// exec); main() builds the one the flags ask for. A Slurm `srun` starter is another of these.
+// Loop thread only.
+#ifndef ETRUN_LAUNCHER_REMOTE_STARTER_H_
+#define ETRUN_LAUNCHER_REMOTE_STARTER_H_
+
+#include <string>
+#include <vector>
+
+#include "events/exit_status.h"
+
+namespace etrun::launcher {
+
+// One rank to run on another host.
+struct RemoteRank {
+  std::string host;
+  std::string cwd;                // changed to there first (failure ignored)
+  std::vector<std::string> env;   // "K=V", set over the host's login environment
+  std::vector<std::string> argv;  // the command
+  double grace_s = 5;             // SIGTERM to SIGKILL when the rank is stopped
+};
+
+class RemoteStarter {
+ public:
+  virtual ~RemoteStarter() = default;
+  // Sets *argv (program first) to the local stub process that runs `rank`. Returns false and sets
+  // *err when it cannot (e.g. the host's connection cannot be set up); nothing is left started.
+  virtual bool StubArgv(const RemoteRank& rank, std::vector<std::string>* argv, std::string* err) = 0;
+  // Whether a rank on `host` that ended with `status` (not success) ended because the host could
+  // not be reached (its connection failed or was lost, the remote shell failed), not by itself.
+  virtual bool Unreachable(const std::string& host, const ExitStatus& status) const = 0;
+};
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_REMOTE_STARTER_H_

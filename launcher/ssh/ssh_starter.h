@@ -1,0 +1,35 @@
+// SshStarter: the RemoteStarter of etrun's remote ranks: over SSH (libssh2, one connection per
+// host shared by its ranks: ssh_host.h, ssh_rank.h), or, with --remote-shell, through that
+// command (remote_shell.h). Either way the rank's command runs in the same wrapper (RemoteCommand),
+// which stops it when its channel closes. Loop thread only; must outlive the job's ranks.
+#ifndef ETRUN_LAUNCHER_SSH_SSH_STARTER_H_
+#define ETRUN_LAUNCHER_SSH_SSH_STARTER_H_
+
+#include <string>
+#include <vector>
+
+#include "launcher/job_config.h"
+#include "launcher/remote_starter.h"
+#include "launcher/ssh/ssh_host.h"
+
+namespace etrun::launcher {
+
+class SshStarter : public RemoteStarter {
+ public:
+  // Reads the SSH flags and --remote-shell of `config`, which must outlive the starter.
+  explicit SshStarter(const JobConfig& config) : config_(config) {}
+
+  bool StubArgv(const RemoteRank& rank, std::vector<std::string>* argv, std::string* err) override;
+  bool Unreachable(const std::string& host, const ExitStatus& status) const override;
+
+  // The SSH connections opened so far.
+  const SshHosts& hosts() const { return hosts_; }
+
+ private:
+  const JobConfig& config_;
+  SshHosts hosts_;
+};
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_SSH_SSH_STARTER_H_
