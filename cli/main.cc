@@ -18,6 +18,7 @@
 #include "cli/stub_main.h"
 #include "cli/wiring.h"
 #include "discovery/discovery_output.h"
+#include "discovery/host_source.h"
 #include "launcher/child.h"
 #include "launcher/clock.h"
 #include "events/exit_status.h"
@@ -81,7 +82,14 @@ int main(int argc, char** argv) {
     int code;
     {
       etrun::launcher::SshStarter remote(config);  // outlives the runtime and its ranks
-      etrun::launcher::JobServices services{&spawner, &discovery, pool.get(), &clock, &file_limit, {}, &remote};
+      etrun::discovery::ScriptHostSource script(&discovery, config.slots_per_host.value_or(1));
+      etrun::discovery::HostSource* hosts = nullptr;  // none: the fixed hosts of the flags
+      if (pool) {
+        hosts = pool.get();
+      } else if (!config.host_discovery_script.empty()) {
+        hosts = &script;
+      }
+      etrun::launcher::JobServices services{&spawner, hosts, &clock, &file_limit, {}, &remote};
       etrun::launcher::Runtime runtime(config, std::move(environment), std::move(services),
                                        etrun::cli::MakePolicy(config));
       code = runtime.Run();

@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "discovery/discovery_output.h"
 #include "events/schema.h"
 
 namespace etrun::launcher {
@@ -13,20 +12,6 @@ namespace field = events::field;
 
 std::string Seconds(std::chrono::milliseconds d) {
   return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0);
-}
-
-std::string TailLines(const std::string& text, size_t max_lines) {
-  std::string out = text;
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  size_t pos = out.size();
-  for (size_t i = 0; i < max_lines && pos != std::string::npos && pos > 0; ++i) {
-    pos = out.rfind('\n', pos - 1);
-  }
-  if (pos != std::string::npos && pos > 0) out = out.substr(pos + 1);
-  for (char& c : out) {
-    if (c == '\n') c = ' ';
-  }
-  return out;
 }
 
 }  // namespace
@@ -61,29 +46,20 @@ bool ElasticDriver::ComputeAssignment(std::vector<rendezvous::SlotInfo>* plan, s
   return rendezvous::Assign(counts, options_.min_np, max_np, plan, err);
 }
 
-void ElasticDriver::OnDiscovery(const discovery::ScriptResult& result, TimePoint now) {
+void ElasticDriver::OnDiscovery(const discovery::HostGrant& grant, TimePoint now) {
   now_ = now;
   if (phase_ == Phase::kStopping || phase_ == Phase::kDone) return;
-  std::vector<discovery::HostSlots> parsed;
-  std::vector<std::string> warnings;
-  std::string err;
-  if (!result.ok) {
-    err = "the host discovery script failed (" + result.failure + ")";
-    if (!result.errors.empty()) err += ": " + TailLines(result.errors, 3);
-  } else if (!discovery::ParseDiscoveryOutput(result.output, options_.default_slots, &parsed,
-                                              &warnings, &err)) {
-    err = "the host discovery script printed a bad " + err;
-  }
-  if (!err.empty()) {
+  if (!grant.ok) {
+    const std::string& err = grant.failure;
     Emit(events::kDiscoveryFailed, {{field::kReason, err}});
     if (!have_discovery_) return Stop(kExitFailure, err + ": fix the script; it must print host:slots lines");
     spdlog::warn("{}; keeping the last host list", err);
     return;
   }
-  for (const std::string& w : warnings) spdlog::warn("host discovery script {}", w);
+  for (const std::string& w : grant.warnings) spdlog::warn("host discovery script {}", w);
   have_discovery_ = true;
-  last_raw_ = parsed;
-  ApplyHosts(std::move(parsed), now);
+  last_raw_ = grant.hosts;
+  ApplyHosts(grant.hosts, now);
 }
 
 void ElasticDriver::SetOverrides(HostOverrides overrides, TimePoint now) {

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "discovery/host_manager.h"
-#include "discovery/script_runner.h"
+#include "discovery/host_source.h"
 #include "events/event_log.h"
 #include "events/exit_status.h"
 #include "launcher/job_config.h"
@@ -52,7 +52,6 @@ struct ElasticOptions {
   int np = 1;                         // slots to wait for before the first start
   int min_np = 1;                     // slots needed to (re)start
   std::optional<int> max_np;
-  int default_slots = 1;              // --slots-per-host for discovery lines without a count
   // Waiting for slots, and a round's deadline.
   std::chrono::milliseconds elastic_timeout{std::chrono::seconds(kDefaultElasticTimeoutS)};
   std::optional<int> reset_limit;
@@ -114,7 +113,7 @@ class ElasticDriver : public rendezvous::ElasticHooks {
                 CoordinatorNotifier* notifier, rendezvous::KvStore* store, TimePoint start);
 
   // Events.
-  void OnDiscovery(const discovery::ScriptResult& result, TimePoint now);
+  void OnDiscovery(const discovery::HostGrant& grant, TimePoint now);
   void OnWorkerExit(const SlotKey& slot, ExitStatus status, TimePoint now);
   // A host's workers could not be reached (SSH connection refused or lost): blacklisted in
   // both modes, so restart mode does not start the next world on it. Call before their exits.

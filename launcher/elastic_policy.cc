@@ -7,11 +7,9 @@
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
-#include "discovery/discovery_output.h"
 #include "events/schema.h"
 #include "launcher/gpu_slots.h"
 #include "launcher/runtime.h"
-#include "pool/pool_client.h"
 
 namespace etrun::launcher {
 
@@ -24,16 +22,12 @@ constexpr std::chrono::milliseconds kTick(100);
 // Discovered hosts looked up ahead of use when there is no --max-np.
 constexpr size_t kResolveAhead = 1024;
 
-// The first `most` host names a discovery result mentions (none when it does not parse: the
-// driver reports that), so they can be looked up before the result reaches the loop. Hosts
-// further down the list rarely get ranks; one that does is looked up when it starts.
-std::vector<std::string> HostNames(const discovery::ScriptResult& result, size_t most) {
-  std::vector<discovery::HostSlots> hosts;
-  std::vector<std::string> warnings, names;
-  std::string err;
-  if (result.ok && discovery::ParseDiscoveryOutput(result.output, 1, &hosts, &warnings, &err)) {
-    for (size_t i = 0; i < hosts.size() && i < most; ++i) names.push_back(hosts[i].name);
-  }
+// The first `most` host names of a grant, so they can be looked up before the grant reaches
+// the loop. Hosts further down the list rarely get ranks; one that does is looked up when it
+// starts.
+std::vector<std::string> HostNames(const discovery::HostGrant& grant, size_t most) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < grant.hosts.size() && i < most; ++i) names.push_back(grant.hosts[i].name);
   return names;
 }
 
@@ -62,39 +56,27 @@ std::chrono::milliseconds ElasticTimeout(const JobConfig& config,
 ElasticPolicy::ElasticPolicy() : random_(std::random_device{}()) {}
 
 ElasticPolicy::~ElasticPolicy() {
-  if (discovery_ != nullptr) discovery_->Stop();  // its thread may still post to the loop
+  if (source_ != nullptr) source_->Stop();  // its thread may still post to the loop
 }
 
 bool ElasticPolicy::Prepare(JobResult* result) {
   const JobConfig& config = runtime_->config();
   std::string err;
-  if (!config.pool.empty()) {
-    // The pool's grants are the host list (--pool excludes -H, --hostfile and a script).
-    pool_ = runtime_->services().pool;
-    if (pool_ == nullptr) {
-      *result = {kExitFailure, "--pool " + config.pool + ": the job is not joined to the pool"};
-      return false;
-    }
-    discovery_ = pool_;
-  } else if (config.host_discovery_script.empty()) {
+  source_ = runtime_->services().hosts;
+  if (source_ == nullptr) {
     // Hosts are fixed (-H, --hostfile, or localhost:<np>): looked up now, before the loop runs.
     std::vector<discovery::HostSlots> hosts;
     if (!JobHosts(config, &hosts, &err)) {
       *result = {kExitUsage, err};
       return false;
     }
-    std::string listing;
     std::vector<std::string> names;
-    for (const discovery::HostSlots& h : hosts) {
-      listing += h.name + ":" + std::to_string(h.slots) + "\n";
-      names.push_back(h.name);
-    }
+    for (const discovery::HostSlots& h : hosts) names.push_back(h.name);
     runtime_->hosts().Resolve(names);
-    fixed_hosts_ = std::make_unique<discovery::FixedHosts>(listing);
-    discovery_ = fixed_hosts_.get();
-  } else {
-    discovery_ = runtime_->services().discovery;
+    fixed_hosts_ = std::make_unique<discovery::FixedHostSource>(hosts);
+    source_ = fixed_hosts_.get();
   }
+  traits_ = source_->traits();
   std::string driver_ip;
   std::vector<std::string> nics = config.network_interfaces;
   std::string nic, unused;
@@ -128,14 +110,13 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   options_.np = config.num_proc.value_or(1);
   options_.min_np = config.min_np.value_or(options_.np);
   options_.max_np = config.max_np;
-  options_.default_slots = config.slots_per_host.value_or(1);
   options_.elastic_timeout = ElasticTimeout(config, runtime_->environment());
   options_.reset_limit = config.reset_limit;
   options_.restart_all = config.restart_mode;
   options_.recovery_grace = config.recovery_grace();
   if (config.start_timeout_s) options_.start_timeout = std::chrono::seconds(*config.start_timeout_s);
-  if (pool_ != nullptr) {
-    // The pool starts a job with its minimum (gang admission) and queues it until then.
+  if (traits_.lent) {
+    // A lender starts a job with its minimum (gang admission) and queues it until then.
     options_.np = options_.min_np;
     options_.wait_without_deadline = true;
   }
@@ -176,27 +157,34 @@ void ElasticPolicy::Poll() {
   Runtime* runtime = runtime_;
   // A job uses at most max-np hosts (one slot each at least), beyond the blacklisted ones.
   size_t most = options_.max_np ? static_cast<size_t>(*options_.max_np) + 16 : kResolveAhead;
-  if (pool_ != nullptr) {
-    pool::HostLists live;  // every process not yet reaped holds its slot
-    for (const auto& [id, key] : slots_) live[key.first].push_back(key.second);
-    pool_->ReportLive(std::move(live));
-  }
+  std::map<std::string, std::vector<int>> live;  // every process not yet reaped holds its slot
+  for (const auto& [id, key] : slots_) live[key.first].push_back(key.second);
+  source_->ReportLive(std::move(live));
   polling_ = true;
-  discovery_->Run([this, alive, runtime, most](discovery::ScriptResult result) {
-    // On the discovery thread (or at once for fixed hosts): look the names up here, not on the
-    // loop, so a slow resolver delays only this result.
-    runtime->hosts().Resolve(HostNames(result, most));
-    asio::post(runtime->io(), [this, alive, result = std::move(result)] {
-      if (alive.lock()) AfterPoll(result);
+  source_->Poll([this, alive, runtime, most](discovery::HostGrant grant) {
+    // On the source's thread (or at once for fixed hosts): look the names up here, not on the
+    // loop, so a slow resolver delays only this grant.
+    runtime->hosts().Resolve(HostNames(grant, most));
+    asio::post(runtime->io(), [this, alive, grant = std::move(grant)] {
+      if (alive.lock()) AfterPoll(grant);
     });
   });
 }
 
-void ElasticPolicy::AfterPoll(const discovery::ScriptResult& result) {
+void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
   polling_ = false;
   // The script's stderr reaches the user as horovodrun passes it through.
-  if (!result.errors.empty()) runtime_->sink().Append(runtime_->console().console_err, result.errors);
-  driver_->OnDiscovery(result, runtime_->Now());
+  if (!grant.errors.empty()) runtime_->sink().Append(runtime_->console().console_err, grant.errors);
+  // The facts of the hosts the driver plans with: a local rank keeps its slot's facts until a
+  // grant names that place again.
+  if (grant.ok) {
+    for (const auto& [host, facts] : grant.slots) {
+      std::vector<discovery::SlotFacts>& mine = facts_[host];
+      if (mine.size() < facts.size()) mine.resize(facts.size());
+      std::copy(facts.begin(), facts.end(), mine.begin());
+    }
+  }
+  driver_->OnDiscovery(grant, runtime_->Now());
   runtime_->CheckDone();
   if (driver_->finished()) return;
   poll_timer_->expires_after(runtime_->config().discovery_interval());
@@ -237,8 +225,8 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
                  {field::kPid, f.pid}, {field::kReason, driver_->ExitReasonFor(key, f.status)}});
   runtime_->events().Emit(events::kRankExited, std::move(fields));
   driver_->OnWorkerExit(key, f.status, runtime_->Now());
-  // Its slot may be one the pool waits for: say so now rather than at the next sync.
-  if (pool_ != nullptr && !polling_ && !driver_->finished()) {
+  // Its slot may be one the lender waits for: say so now rather than at the next poll.
+  if (traits_.lent && !polling_ && !driver_->finished()) {
     ++poll_wait_;
     poll_timer_->cancel();
     Poll();
@@ -264,26 +252,29 @@ void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
   SlotKey key{slot.hostname, slot.local_rank};
   RankRequest request{slot, GroupRank(slot.hostname, world), run_, round,
                       ExtraEnv(round > driver_->round())};
-  if (pool_ != nullptr) {
-    PoolEnv(slot, world, &request.extra_env);
-  } else if (!run_.gpus.enabled()) {
-    // Ranks permuted on this host (rank 0 kept with the state): the GPU a script pins by
-    // hvd.local_rank() must be this slot's own.
+  // The slot's facts from its source (a pool's slot name and GPU) and the GPUs the rank sees:
+  // with --gpus-per-rank the RankLauncher sets them; else ranks permuted on this host (rank 0
+  // kept with the state) must find their slot's own GPU at hvd.local_rank().
+  auto facts = facts_.find(slot.hostname);
+  const discovery::SlotFacts* own = nullptr;
+  std::vector<std::string> lent;
+  if (facts != facts_.end() && slot.local_rank >= 0 && static_cast<size_t>(slot.local_rank) < facts->second.size()) {
+    own = &facts->second[slot.local_rank];
+    request.extra_env.insert(request.extra_env.end(), own->env.begin(), own->env.end());
+    for (const discovery::SlotFacts& f : facts->second) lent.push_back(f.device);
+  }
+  if (own != nullptr || !run_.gpus.enabled()) {
     int horovod_local = 0;
     for (const rendezvous::SlotInfo& s : world) {
       if (s.hostname == slot.hostname && s.rank < slot.rank) ++horovod_local;
     }
-    std::vector<std::string> devices;  // this machine's, as its ranks see them
-    if (runtime_->hosts().Lookup(slot.hostname).local) {
-      std::string inherited = EnvValue(runtime_->environment(), "CUDA_VISIBLE_DEVICES");
-      for (size_t pos = 0; !inherited.empty() && pos <= inherited.size();) {
-        size_t comma = std::min(inherited.find(',', pos), inherited.size());
-        devices.push_back(inherited.substr(pos, comma - pos));
-        pos = comma + 1;
-      }
+    std::vector<std::string> inherited;  // this machine's, as its ranks see them
+    if (own == nullptr && runtime_->hosts().Lookup(slot.hostname).local) {
+      inherited = SplitDevices(EnvValue(runtime_->environment(), "CUDA_VISIBLE_DEVICES"));
     }
-    std::string permuted = PermutedDevices(devices, slot.local_rank, horovod_local, slot.local_size);
-    if (!permuted.empty()) request.extra_env.push_back("CUDA_VISIBLE_DEVICES=" + permuted);
+    std::string devices = RankVisibleDevices(own != nullptr ? &lent : nullptr, inherited,
+                                             slot.local_rank, horovod_local, slot.local_size);
+    if (!devices.empty()) request.extra_env.push_back("CUDA_VISIBLE_DEVICES=" + devices);
   }
   if (options_.restart_all) {
     // Every restart is a new torch.distributed world: a fresh store port for rank 0.
@@ -303,37 +294,6 @@ void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
   slots_[id] = key;
   ++starts_[key];
   if (!runtime_->ranks().AwaitExecs(&err)) spdlog::error("{}", err);  // it exits 127 and is reaped
-}
-
-// A pool slot's environment: ETRUN_POOL_SLOT (host/slot, the pool's name for it) and, on GPU
-// pools, CUDA_VISIBLE_DEVICES with the job's GPUs on the host, this slot's own at the index the
-// script pins by hvd.local_rank() (first when that is beyond the list): the GPUs of other jobs
-// are never visible. ETRUN_POOL_GPU names the slot's own GPU.
-void ElasticPolicy::PoolEnv(const rendezvous::SlotInfo& slot,
-                            const std::vector<rendezvous::SlotInfo>& world,
-                            std::vector<std::string>* env) const {
-  std::vector<pool::SlotView> views = pool_->Slots(slot.hostname);
-  if (slot.local_rank < 0 || static_cast<size_t>(slot.local_rank) >= views.size()) return;
-  const pool::SlotView& own = views[slot.local_rank];
-  env->push_back("ETRUN_POOL_SLOT=" + slot.hostname + "/" + std::to_string(own.slot));
-  if (own.device.empty()) return;
-  env->push_back("ETRUN_POOL_GPU=" + own.device);
-  std::vector<std::string> devices;
-  for (int k = 0; k < slot.local_size && static_cast<size_t>(k) < views.size(); ++k) {
-    const std::string& d = views[k].device;
-    if (!d.empty() && std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
-  }
-  size_t horovod_local = 0;
-  for (const rendezvous::SlotInfo& s : world) {
-    if (s.hostname == slot.hostname && s.rank < slot.rank) ++horovod_local;
-  }
-  auto at = std::find(devices.begin(), devices.end(), own.device);
-  if (at == devices.end()) devices.insert(devices.begin(), own.device), at = devices.begin();
-  size_t want = horovod_local < devices.size() ? horovod_local : 0;
-  std::iter_swap(at, devices.begin() + static_cast<long>(want));
-  std::string list;
-  for (const std::string& d : devices) list += (list.empty() ? "" : ",") + d;
-  env->push_back("CUDA_VISIBLE_DEVICES=" + list);
 }
 
 // A slot's process cannot even start: reported like an exit with code 127, from the loop.
@@ -414,7 +374,7 @@ nlohmann::json ElasticPolicy::Status() const {
   }
   const HostOverrides& overrides = driver_->overrides();
   return {{"state", driver_->state()}, {"elastic", true}, {"world_ready", driver_->world_ready()},
-          {"pool", pool_ != nullptr ? nlohmann::json(pool_->name()) : nlohmann::json(nullptr)},
+          {"pool", traits_.lent ? nlohmann::json(traits_.lender) : nlohmann::json(nullptr)},
           {"world_size", driver_->assignment().size()}, {"np", options_.np},
           {"min_np", options_.min_np}, {"max_np", OptionalInt(options_.max_np)},
           {"resets", driver_->resets()}, {"round", driver_->round()}, {"ranks", ranks},
@@ -453,9 +413,9 @@ void ElasticPolicy::ApplyOverrides(const std::string& body, ControlRespond respo
     next.remove.push_back(host.get<std::string>());
   }
   if (!j["to"].is_null()) next.to = j["to"].get<int>();
-  if (pool_ != nullptr && (!next.add.empty() || !next.remove.empty())) {
-    // The pool decides a pool job's hosts; slots past its grant are other jobs'.
-    return respond(400, {{"error", "the job's hosts are pool '" + pool_->name() +
+  if (traits_.lent && (!next.add.empty() || !next.remove.empty())) {
+    // The lender decides the job's hosts; slots past its grant are other jobs'.
+    return respond(400, {{"error", "the job's hosts are pool '" + traits_.lender +
                                        "''s: change its share with `etrun pool priority`, or cap "
                                        "it with --to N"}});
   }

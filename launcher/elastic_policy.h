@@ -1,9 +1,11 @@
-// ElasticPolicy: an elastic job (--min-np or --host-discovery-script) on the runtime. Binds the
-// ElasticDriver state machine to the world: discovery runs (one at a time, --discovery-interval
-// after the last ended; host names are resolved on the discovery thread before the result
-// reaches the loop), rank processes through the RankLauncher, the rendezvous handler and the
-// notifier, a 100 ms tick for deadlines, and `etrun scale` (POST /overrides). A fixed host list
-// (-H, --hostfile, localhost:<np>) is a discovery that always answers the same.
+// ElasticPolicy: an elastic job (--min-np, --host-discovery-script or --pool) on the runtime.
+// Binds the ElasticDriver state machine to the world: polls of the job's host source
+// (discovery/host_source.h: a discovery script, a pool's grants, or, when the runtime has none,
+// the fixed -H/--hostfile/localhost:<np> hosts; one poll at a time, --discovery-interval after
+// the last ended; host names are resolved on the source's thread before the grant reaches the
+// loop), rank processes through the RankLauncher with their slots' facts, the rendezvous handler
+// and the notifier, a 100 ms tick for deadlines, and `etrun scale` (POST /overrides). It acts on
+// the source's traits, never on which source it is.
 #ifndef ETRUN_LAUNCHER_ELASTIC_POLICY_H_
 #define ETRUN_LAUNCHER_ELASTIC_POLICY_H_
 
@@ -17,17 +19,13 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "discovery/host_manager.h"
-#include "discovery/script_runner.h"
+#include "discovery/host_source.h"
 #include "launcher/elastic_driver.h"
 #include "launcher/job_policy.h"
 #include "launcher/worker_env.h"
 #include "rendezvous/elastic_handler.h"
 #include "rendezvous/kv_store.h"
 #include "rendezvous/notifier.h"
-
-namespace etrun::pool {
-class PoolLink;  // pool/pool_client.h
-}  // namespace etrun::pool
 
 namespace etrun::launcher {
 
@@ -65,12 +63,10 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
               std::function<void(bool, std::string)> done) override;
 
   void Poll();
-  void AfterPoll(const discovery::ScriptResult& result);
+  void AfterPoll(const discovery::HostGrant& grant);
   void Tick();
   void FailStart(const SlotKey& key, const std::string& err);
   std::vector<std::string> ExtraEnv(bool ahead) const;
-  void PoolEnv(const rendezvous::SlotInfo& slot, const std::vector<rendezvous::SlotInfo>& world,
-               std::vector<std::string>* env) const;
   void ApplyOverrides(const std::string& body, ControlRespond respond);
 
   ElasticOptions options_;
@@ -81,9 +77,10 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   std::unique_ptr<rendezvous::Notifier> notifier_;
   std::unique_ptr<ElasticDriver> driver_;
   std::unique_ptr<rendezvous::RendezvousHandler> handler_;
-  std::unique_ptr<discovery::ScriptRunner> fixed_hosts_;  // when there is no discovery script
-  discovery::ScriptRunner* discovery_ = nullptr;
-  pool::PoolLink* pool_ = nullptr;  // --pool: also discovery_
+  std::unique_ptr<discovery::HostSource> fixed_hosts_;  // when the runtime has no source
+  discovery::HostSource* source_ = nullptr;              // where the job's hosts come from
+  discovery::HostSourceTraits traits_;
+  std::map<std::string, std::vector<discovery::SlotFacts>> facts_;  // per host, by local rank
   bool polling_ = false;            // a discovery run is under way
   uint64_t poll_wait_ = 0;          // the latest wait for the next run
   std::unique_ptr<boost::asio::steady_timer> poll_timer_;

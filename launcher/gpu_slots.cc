@@ -77,10 +77,7 @@ bool DetectLocalGpus(const std::vector<std::string>& environment, GpuSlots* gpus
   gpus->source.clear();
   for (const std::string& kv : environment) {
     if (!kv.starts_with("CUDA_VISIBLE_DEVICES=")) continue;
-    std::istringstream in(kv.substr(21));
-    for (std::string id; std::getline(in, id, ',');) {
-      if (!id.empty()) gpus->pool.push_back(id);
-    }
+    gpus->pool = SplitDevices(kv.substr(21));
     if (gpus->pool.empty()) {
       *err = FlagText(*gpus) + ": CUDA_VISIBLE_DEVICES is set but empty, so etrun may use no GPU: "
              "unset it or list the GPUs ranks may use";
@@ -150,6 +147,35 @@ std::string PermutedDevices(const std::vector<std::string>& devices, int local_r
   std::string out;
   for (const std::string& d : list) out += (out.empty() ? "" : ",") + d;
   return out;
+}
+
+std::vector<std::string> SplitDevices(const std::string& list) {
+  std::vector<std::string> ids;
+  std::istringstream in(list);
+  for (std::string id; std::getline(in, id, ',');) {
+    if (!id.empty()) ids.push_back(id);
+  }
+  return ids;
+}
+
+std::string RankVisibleDevices(const std::vector<std::string>* lent, const std::vector<std::string>& inherited,
+                               int local_rank, int horovod_local_rank, int local_size) {
+  if (lent == nullptr) return PermutedDevices(inherited, local_rank, horovod_local_rank, local_size);
+  if (local_rank < 0 || static_cast<size_t>(local_rank) >= lent->size()) return "";
+  const std::string& own = (*lent)[local_rank];
+  if (own.empty()) return "";
+  std::vector<std::string> devices;
+  for (int k = 0; k < local_size && static_cast<size_t>(k) < lent->size(); ++k) {
+    const std::string& d = (*lent)[k];
+    if (!d.empty() && std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+  }
+  auto at = std::find(devices.begin(), devices.end(), own);
+  if (at == devices.end()) devices.insert(devices.begin(), own), at = devices.begin();
+  size_t want = static_cast<size_t>(horovod_local_rank) < devices.size() ? horovod_local_rank : 0;
+  std::iter_swap(at, devices.begin() + static_cast<long>(want));
+  std::string list;
+  for (const std::string& d : devices) list += (list.empty() ? "" : ",") + d;
+  return list;
 }
 
 }  // namespace etrun::launcher

@@ -68,6 +68,19 @@ GpuSlots RemoteGpuSlots(const GpuSlots& gpus);
 std::string PermutedDevices(const std::vector<std::string>& devices, int local_rank,
                             int horovod_local_rank, int local_size);
 
+// The entries of a CUDA_VISIBLE_DEVICES value ("0,GPU-ab,2"), empty ones dropped. Pure.
+std::vector<std::string> SplitDevices(const std::string& list);
+
+// CUDA_VISIBLE_DEVICES for one rank of an elastic world ("": leave the inherited one). The rank
+// runs in slot `local_rank` of its host and Horovod numbers it `horovod_local_rank` there.
+// With `lent` (per local rank of the host, the devices its host source gave the job: a pool's
+// GPUs): the job's devices on the host, the rank's own at index horovod_local_rank (first when
+// that is beyond the list), so other jobs' GPUs are never visible; "" when its slot has none.
+// Otherwise `inherited` (this machine's CUDA_VISIBLE_DEVICES entries; empty elsewhere) permuted
+// as PermutedDevices does. Pure.
+std::string RankVisibleDevices(const std::vector<std::string>* lent, const std::vector<std::string>& inherited,
+                               int local_rank, int horovod_local_rank, int local_size);
+
 }  // namespace etrun::launcher
 
 #endif  // ETRUN_LAUNCHER_GPU_SLOTS_H_

@@ -9,7 +9,6 @@
 
 #include "events/schema.h"
 
-#include "pool/pool_client.h"
 
 namespace etrun::launcher {
 
@@ -85,7 +84,9 @@ int Runtime::Run() {
 
 nlohmann::json Runtime::StartEvent() const {
   nlohmann::json hosts = nlohmann::json::array();
-  if (config_.host_discovery_script.empty() && services_.pool == nullptr) {
+  discovery::HostSourceTraits source;
+  if (services_.hosts != nullptr) source = services_.hosts->traits();
+  if (config_.host_discovery_script.empty() && !source.lent) {
     std::vector<discovery::HostSlots> listed;
     std::string ignored;
     if (JobHosts(config_, &listed, &ignored)) {
@@ -103,9 +104,9 @@ nlohmann::json Runtime::StartEvent() const {
                                         ? nlohmann::json(nullptr)
                                         : nlohmann::json(config_.host_discovery_script)},
           {field::kPid, getpid()}};
-  if (services_.pool != nullptr) {
-    start[field::kPool] = services_.pool->name();
-    start[field::kPoolJob] = services_.pool->job_id();
+  if (source.lent) {
+    start[field::kPool] = source.lender;
+    start[field::kPoolJob] = source.lender_job;
   }
   return start;
 }

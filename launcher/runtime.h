@@ -23,7 +23,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "discovery/network.h"
-#include "discovery/script_runner.h"
+#include "discovery/host_source.h"
 #include "events/event_log.h"
 #include "launcher/child.h"
 #include "launcher/clock.h"
@@ -39,17 +39,14 @@
 #include "rendezvous/access_list.h"
 #include "rendezvous/http_server.h"
 
-namespace etrun::pool {
-class PoolLink;  // pool/pool_client.h
-}  // namespace etrun::pool
-
 namespace etrun::launcher {
 
 // The OS edges a job runs on; main() builds the real ones, tests fakes. Each must outlive the job.
 struct JobServices {
   Spawner* spawner = nullptr;
-  discovery::ScriptRunner* discovery = nullptr;  // elastic jobs with a discovery script
-  pool::PoolLink* pool = nullptr;                // --pool jobs: joined before the runtime runs
+  // Where an elastic job's hosts come from (a discovery script, a pool joined before the runtime
+  // runs); null: the fixed hosts of the flags.
+  discovery::HostSource* hosts = nullptr;
   const Clock* clock = nullptr;
   FileLimit* file_limit = nullptr;               // may be null: the limit is left alone
   // This machine's interfaces; empty: read them (discovery::LocalInterfaces).

@@ -28,6 +28,30 @@ std::string ErrorOf(const std::string& reply) {
   return reply;
 }
 
+// The hosts of a grant, [{"host", "slots": [ids], "devices": [ids]}], as slot ids and views per
+// host (hosts without slots left out). Returns false on any other shape.
+bool ReadGrant(const nlohmann::json& hosts, std::vector<discovery::HostSlots>* order, HostLists* held,
+               std::map<std::string, std::vector<SlotView>>* views) {
+  for (const nlohmann::json& h : hosts) {
+    if (!h.is_object() || !h.contains("host") || !h["host"].is_string() || !h.contains("slots") ||
+        !h["slots"].is_array() || !h.contains("devices") || !h["devices"].is_array()) {
+      return false;
+    }
+    const std::string host = h["host"].get<std::string>();
+    const nlohmann::json& slots = h["slots"];
+    const nlohmann::json& devices = h["devices"];
+    if (slots.empty()) continue;
+    order->push_back({host, static_cast<int>(slots.size())});
+    for (size_t k = 0; k < slots.size(); ++k) {
+      if (!slots[k].is_number_integer() || (k < devices.size() && !devices[k].is_string())) return false;
+      int slot = slots[k].get<int>();
+      (*held)[host].push_back(slot);
+      (*views)[host].push_back({slot, k < devices.size() ? devices[k].get<std::string>() : ""});
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool SplitHostPort(const std::string& text, std::string* host, int* port, bool allow_any_port) {
@@ -62,7 +86,7 @@ bool FindPool(const std::string& name, control::JobEntry* out, std::string* err)
   return false;
 }
 
-PoolClient::PoolClient(ClientOptions options) : options_(std::move(options)) {}
+PoolClient::PoolClient(ClientOptions options) : options_(std::move(options)) { last_grant_.ok = true; }
 
 PoolClient::~PoolClient() { Stop(); }
 
@@ -171,7 +195,7 @@ void PoolClient::Leave() {
   }
 }
 
-void PoolClient::Run(std::function<void(discovery::ScriptResult)> done) {
+void PoolClient::Poll(std::function<void(discovery::HostGrant)> done) {
   if (thread_.joinable()) thread_.join();
   thread_ = std::thread([this, done = std::move(done)] { done(Sync()); });
 }
@@ -180,21 +204,20 @@ void PoolClient::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void PoolClient::ReportLive(HostLists live) {
+void PoolClient::ReportLive(std::map<std::string, std::vector<int>> live) {
   std::lock_guard<std::mutex> lock(mu_);
   live_ = std::move(live);
 }
 
-std::vector<SlotView> PoolClient::Slots(const std::string& host) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = slots_.find(host);
-  return it == slots_.end() ? std::vector<SlotView>{} : it->second;
+discovery::HostSourceTraits PoolClient::traits() const {
+  return {true, options_.pool, job_id()};
 }
 
 // One sync; on the sync thread.
-discovery::ScriptResult PoolClient::Sync() {
+discovery::HostGrant PoolClient::Sync() {
   control::JobEntry entry;
-  std::string id, last;
+  std::string id;
+  discovery::HostGrant last;
   HostLists live;
   bool lost;
   int64_t seen;
@@ -203,7 +226,7 @@ discovery::ScriptResult PoolClient::Sync() {
     entry = entry_;
     id = id_;
     live = live_;
-    last = last_output_;
+    last = last_grant_;
     lost = lost_;
     seen = seen_;
   }
@@ -216,7 +239,7 @@ discovery::ScriptResult PoolClient::Sync() {
     status = control::ControlRequest(entry, "POST", "/jobs/" + id + "/sync", body.dump(), &reply,
                                       &err, kRequestTimeout);
   }
-  if (status == 503) return {true, last, "", ""};  // the pool is starting: train on
+  if (status == 503) return last;  // the pool is starting: train on
   if (status == 0 || status == 401 || status == 410) {
     // The pool went away, or restarted (a new port or token, or no book of this job), or counted
     // this job gone: join it again with what we hold; until then train on the last grant.
@@ -231,7 +254,7 @@ discovery::ScriptResult PoolClient::Sync() {
       std::lock_guard<std::mutex> lock(mu_);
       lost_ = true;
     }
-    if (!Find(&found, &why) || !JoinWith(found, &why)) return {true, last, "", ""};
+    if (!Find(&found, &why) || !JoinWith(found, &why)) return last;
     {
       std::lock_guard<std::mutex> lock(mu_);
       lost_ = false;
@@ -242,33 +265,25 @@ discovery::ScriptResult PoolClient::Sync() {
     err.clear();
     status = control::ControlRequest(found, "POST", "/jobs/" + id + "/sync", body.dump(), &reply,
                                       &err, kRequestTimeout);
-    if (status == 0) return {true, last, "", ""};
+    if (status == 0) return last;
   }
   nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
-  if (status != 200 || !j.is_object() || !j.contains("hosts") || !j["hosts"].is_array()) {
-    return {false, "", "", "pool '" + options_.pool + "' answered " + std::to_string(status) + ": " + ErrorOf(reply)};
-  }
-  std::string output;
+  discovery::HostGrant grant;
   HostLists held;
   std::map<std::string, std::vector<SlotView>> views;
-  try {
-    for (const nlohmann::json& h : j["hosts"]) {
-      std::string host = h.at("host").get<std::string>();
-      std::vector<int> slots = h.at("slots").get<std::vector<int>>();
-      std::vector<std::string> devices = h.at("devices").get<std::vector<std::string>>();
-      if (slots.empty()) continue;
-      output += host + ":" + std::to_string(slots.size()) + "\n";
-      for (size_t k = 0; k < slots.size(); ++k) {
-        views[host].push_back({slots[k], k < devices.size() ? devices[k] : ""});
-      }
-      held[host] = std::move(slots);
-    }
-  } catch (const nlohmann::json::exception& e) {
-    return {false, "", "", "pool '" + options_.pool + "' sent a bad grant: " + e.what()};
+  if (status != 200 || !j.is_object() || !j.contains("hosts") || !j["hosts"].is_array()) {
+    grant.failure = "pool '" + options_.pool + "' answered " + std::to_string(status) + ": " + ErrorOf(reply);
+  } else if (!ReadGrant(j["hosts"], &grant.hosts, &held, &views)) {
+    grant.failure = "pool '" + options_.pool + "' sent a bad grant: " + j["hosts"].dump();
+  }
+  if (!grant.failure.empty()) {
+    grant.failure = "the host discovery script failed (" + grant.failure + ")";
+    grant.hosts.clear();
+    return grant;
   }
   std::lock_guard<std::mutex> lock(mu_);
   held_ = std::move(held);
-  seen_ = j.value("version", seen_);
+  if (j.contains("version") && j["version"].is_number_integer()) seen_ = j["version"].get<int64_t>();
   // A local rank keeps its entry after it is given back (its process may still be starting or
   // draining); the pool grants that place again only with a new entry, written here first.
   for (auto& [host, list] : views) {
@@ -276,8 +291,21 @@ discovery::ScriptResult PoolClient::Sync() {
     if (mine.size() < list.size()) mine.resize(list.size());
     for (size_t k = 0; k < list.size(); ++k) mine[k] = list[k];
   }
-  last_output_ = output;
-  return {true, output, "", ""};
+  // The grant as one value: its hosts, every local rank's facts, its version.
+  grant.ok = true;
+  grant.version = static_cast<uint64_t>(seen_);
+  for (const auto& [host, list] : slots_) {
+    std::vector<discovery::SlotFacts>& facts = grant.slots[host];
+    for (const SlotView& v : list) {
+      discovery::SlotFacts f;
+      f.device = v.device;
+      if (v.slot >= 0) f.env.push_back("ETRUN_POOL_SLOT=" + host + "/" + std::to_string(v.slot));
+      if (!v.device.empty()) f.env.push_back("ETRUN_POOL_GPU=" + v.device);
+      facts.push_back(std::move(f));
+    }
+  }
+  last_grant_ = grant;
+  return grant;
 }
 
 }  // namespace etrun::pool

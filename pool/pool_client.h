@@ -1,15 +1,14 @@
-// A job's side of a shared slot pool (`etrun --pool NAME`): the pool stands in for the host
-// discovery script. Each "discovery run" is one sync with the pool: the job reports the local
-// ranks that still have a live process on each host (so the pool can free slots the job gave
-// back) and gets its grant, printed as the script's `host:slots` lines; the slot and GPU of each
-// local rank are kept for the ranks' environment.
+// A job's side of a shared slot pool (`etrun --pool NAME`): the pool is the job's host source
+// (discovery/host_source.h, traits: lent). Each poll is one sync with the pool: the job reports
+// the local ranks that still have a live process on each host (so the pool can free slots the
+// job gave back) and gets its grant as one HostGrant: hosts, each local rank's facts (its GPU,
+// ETRUN_POOL_SLOT and ETRUN_POOL_GPU for its environment) and the grant's version.
 //
 // When the pool cannot be reached the job keeps training on what it holds (the last grant is
 // answered again) and joins again, with those slots, as soon as the pool is back.
 //
-// PoolLink is what ElasticPolicy sees (tests fake it); PoolClient speaks HTTP to the pool daemon
-// (pool/pool_daemon.h) with the token of its registry file, or of ETRUN_POOL_TOKEN for a pool on
-// another machine (--pool HOST:PORT).
+// PoolClient speaks HTTP to the pool daemon (pool/pool_daemon.h) with the token of its registry
+// file, or of ETRUN_POOL_TOKEN for a pool on another machine (--pool HOST:PORT).
 #ifndef ETRUN_POOL_POOL_CLIENT_H_
 #define ETRUN_POOL_POOL_CLIENT_H_
 
@@ -20,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "discovery/script_runner.h"
+#include "discovery/host_source.h"
 #include "control/control.h"
 #include "pool/pool_state.h"
 
@@ -40,25 +39,13 @@ struct SlotView {
   std::string device;  // GPU id; "" for a plain slot
 };
 
-class PoolLink : public discovery::ScriptRunner {
- public:
-  // Loop thread, before each Run: local ranks with a live process, per host.
-  virtual void ReportLive(HostLists live) = 0;
-  // The pool slots of `host`'s local ranks as last granted (index = local rank). A local rank
-  // keeps its entry after it is given back, until the pool grants that place again.
-  virtual std::vector<SlotView> Slots(const std::string& host) const = 0;
-  virtual std::string name() const = 0;
-  // The job's id in the pool (its name, made unique); "" before it joined.
-  virtual std::string job_id() const = 0;
-};
-
 struct ClientOptions {
   std::string pool;    // a pool name of this user, or HOST:PORT
   std::string token;   // for HOST:PORT (ETRUN_POOL_TOKEN)
   JoinRequest join;    // name, priority, min/max, pid
 };
 
-class PoolClient : public PoolLink {
+class PoolClient : public discovery::HostSource {
  public:
   explicit PoolClient(ClientOptions options);
   ~PoolClient() override;
@@ -69,17 +56,18 @@ class PoolClient : public PoolLink {
   // The job ended: its slots go back to the pool at once. Blocking; errors are only logged.
   void Leave();
 
-  void Run(std::function<void(discovery::ScriptResult)> done) override;
+  void Poll(std::function<void(discovery::HostGrant)> done) override;
   void Stop() override;
-  void ReportLive(HostLists live) override;
-  std::vector<SlotView> Slots(const std::string& host) const override;
-  std::string name() const override { return options_.pool; }
-  std::string job_id() const override;
+  void ReportLive(std::map<std::string, std::vector<int>> live) override;
+  // Lent by the pool: its name and the job's id there (its name, made unique; "" before it joined).
+  discovery::HostSourceTraits traits() const override;
+  std::string name() const { return options_.pool; }
+  std::string job_id() const;
 
  private:
   bool Find(control::JobEntry* entry, std::string* err) const;
   bool JoinWith(const control::JobEntry& entry, std::string* err);
-  discovery::ScriptResult Sync();
+  discovery::HostGrant Sync();
 
   ClientOptions options_;
   std::thread thread_;
@@ -88,8 +76,8 @@ class PoolClient : public PoolLink {
   std::string id_;
   HostLists live_;
   HostLists held_;                                 // the last grant: slots per host
-  std::map<std::string, std::vector<SlotView>> slots_;
-  std::string last_output_;
+  std::map<std::string, std::vector<SlotView>> slots_;  // by local rank; kept past give-back
+  discovery::HostGrant last_grant_;  // answered while the pool is away (ok, none at first)
   bool lost_ = false;                              // the pool could not be reached
   int64_t seen_ = 0;                               // version of the last grant handed out
 };

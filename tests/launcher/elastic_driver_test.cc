@@ -52,7 +52,11 @@ class FakeNotifier : public CoordinatorNotifier {
   bool deliver = true;
 };
 
-ScriptResult Hosts(const std::string& output) { return {true, output, "", ""}; }
+// A discovery script's run as the driver gets it from its source.
+etrun::discovery::HostGrant Script(const ScriptResult& result) {
+  return etrun::discovery::GrantFromScript(result, 1);
+}
+etrun::discovery::HostGrant Hosts(const std::string& output) { return Script({true, output, "", ""}); }
 
 // A job with its fakes, a clock, and shorthands for what workers do.
 struct Job {
@@ -134,14 +138,14 @@ TEST_CASE("waiting for slots times out with a message naming what is missing") {
 
 TEST_CASE("a failing first discovery fails the job with the script's stderr; later ones keep hosts") {
   Job first;
-  first.driver.OnDiscovery({false, "", "cannot reach scheduler\n", "exit code 3"}, first.now);
+  first.driver.OnDiscovery(Script({false, "", "cannot reach scheduler\n", "exit code 3"}), first.now);
   REQUIRE(first.driver.finished());
   CHECK(first.driver.summary() ==
         "the host discovery script failed (exit code 3): cannot reach scheduler: fix the script; it must print host:slots lines");
 
   Job later;
   later.Discover("a:2\n");
-  later.driver.OnDiscovery({false, "", "flaky\n", "exit code 1"}, later.now);
+  later.driver.OnDiscovery(Script({false, "", "flaky\n", "exit code 1"}), later.now);
   later.Discover("a:x\n");
   CHECK_FALSE(later.driver.finished());
   CHECK(later.driver.assignment().size() == 2);
@@ -548,7 +552,7 @@ TEST_CASE("events: a failed discovery run is reported and the hosts are kept") {
   bad.ok = false;
   bad.failure = "exit code 3";
   bad.errors = "scheduler down\n";
-  job.driver.OnDiscovery(bad, job.now);
+  job.driver.OnDiscovery(Script(bad), job.now);
   REQUIRE(events.captured().size() == 3);
   CHECK(events.captured()[2]["event"] == "discovery_failed");
   CHECK(events.captured()[2]["reason"] == "the host discovery script failed (exit code 3): scheduler down");

@@ -26,7 +26,7 @@ int RunJob(JobConfig config, FakeSpawner* spawner, std::vector<nlohmann::json>* 
                                ("etrun-runtime-test-" + std::to_string(getpid()) + ".jsonl");
   config.events_file = path.string();
   FixedClock clock;
-  JobServices services{spawner, nullptr, nullptr, &clock, nullptr, {}};
+  JobServices services{spawner, nullptr, &clock, nullptr, {}};
   std::vector<std::string> environment = {"PATH=/usr/bin:/bin"};
   int code = Runtime(config, environment, services, cli::MakePolicy(config)).Run();
   std::ifstream in(path);
