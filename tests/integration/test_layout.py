@@ -1,0 +1,49 @@
+"""Includes point one way (README "Layout"): each folder includes only the folders its row of
+the layout table names, so no two folders include each other. Subfolders count apart."""
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# folder -> folders of ours it may include (besides itself); the README's layout table.
+ALLOWED = {
+    "cli": None,  # everything below
+    "report": {"events"},
+    "pool": {"control", "discovery", "events"},
+    "launcher/mpi": {"launcher", "discovery", "events", "rendezvous"},
+    "launcher/ssh": {"launcher", "events"},
+    "launcher": {"control", "discovery", "rendezvous", "events"},
+    "control": {"rendezvous"},
+    "events": set(),
+    "discovery": set(),
+    "rendezvous": set(),
+    "smoke": set(),
+}
+INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
+
+
+def includes():
+    for folder in ALLOWED:
+        for path in sorted((ROOT / folder).glob("*")):
+            if path.suffix not in (".h", ".cc"):
+                continue
+            for target in INCLUDE.findall(path.read_text()):
+                yield folder, str(path.relative_to(ROOT)), str(pathlib.PurePosixPath(target).parent)
+
+
+def test_every_folder_includes_only_the_folders_below_it():
+    wrong = [f"{source} includes {target}/"
+             for folder, source, target in includes()
+             if target != folder and ALLOWED[folder] is not None and target not in ALLOWED[folder]]
+    assert wrong == []
+
+
+def test_no_two_folders_include_each_other():
+    edges = {(folder, target) for folder, _, target in includes() if target != folder}
+    assert sorted(e for e in edges if (e[1], e[0]) in edges) == []
+
+
+def test_every_source_folder_is_in_the_table():
+    folders = {str(p.parent.relative_to(ROOT)) for p in ROOT.glob("*/**/*.cc")
+               if not str(p.relative_to(ROOT)).startswith(("tests/", "scripts/", "build"))}
+    assert folders - set(ALLOWED) == set()
