@@ -71,7 +71,9 @@ def sizes_in_order(lines):
 
 
 def test_a_job_grows_from_two_to_three_and_shrinks_back_finishing_every_step(tmp_path, marker_env):
-    job = ElasticJob(tmp_path, marker_env, ["localhost", "127.0.0.1"], steps=150)
+    events = tmp_path / "events.jsonl"
+    job = ElasticJob(tmp_path, marker_env, ["localhost", "127.0.0.1"], steps=150,
+                     extra=["--events-file", str(events)])
     assert job.wait_for_size(2)
     job.set_hosts(["localhost", "127.0.0.1", HOSTNAME])
     assert job.wait_for_size(3)
@@ -85,7 +87,17 @@ def test_a_job_grows_from_two_to_three_and_shrinks_back_finishing_every_step(tmp
     done = [l for l in lines if "<stdout>:done 150 steps" in l]
     assert len(done) == 2 and all(l.endswith("size 2") for l in done)
     # The removed worker was drained: told -1 and stopped, not counted as a failure.
-    assert "error" not in err.lower() or "has been removed" in err
+    evs = [json.loads(line) for line in events.read_text().splitlines()]
+    exits = {e["host"]: e["reason"] for e in evs if e["event"] == "rank_exited"}
+    assert len([e for e in evs if e["event"] == "rank_exited"]) == 3
+    assert exits == {"localhost": "finished", "127.0.0.1": "drained", HOSTNAME: "finished"}
+    # etrun itself writes nothing to stderr. etrun answers the removed worker -1 and sends it
+    # SIGTERM at once, so the worker (rank 1) may or may not have written Horovod's removal
+    # message before it stops: what reaches stderr is that message, or the start of it, and no
+    # other line.
+    removal = ["[1]<stderr>:terminate called after throwing an instance of 'std::runtime_error'",
+               "[1]<stderr>:  what():  127.0.0.1[0] has been removed from elastic job"]
+    assert err.splitlines() == removal[:len(err.splitlines())], err
     assert processes_with_marker(next(iter(marker_env.values()))) == []
 
 

@@ -285,30 +285,40 @@ def test_jobs_train_on_without_the_pool_and_join_again(tmp_path, marker, marker_
 
 def test_gpu_pool_gives_each_job_its_own_devices(tmp_path, marker, marker_env):
     pool = Pool(tmp_path, marker_env, slots=4, extra=["--gpus", "4"])
+    names = ("a", "b")
+    out_paths = {name: tmp_path / f"job-{name}.out" for name in names}
+
+    def gpu_lines(name):
+        return [l for l in out_paths[name].read_text(errors="replace").splitlines() if "gpu=" in l]
+
     procs = []
     try:
-        for name in ("a", "b"):
-            procs.append(subprocess.Popen(
-                [ETRUN, "--pool", pool.name, "--job-name", name, "--elastic-mode", "restart",
-                 "-np", "2", "--min-np", "2", "--max-np", "2",
-                 "sh", "-c", 'echo "gpu=$ETRUN_POOL_GPU visible=$CUDA_VISIBLE_DEVICES slot=$ETRUN_POOL_SLOT"; sleep 60'],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                env={**os.environ, **marker_env}))
+        for name in names:
+            with open(out_paths[name], "wb") as out:
+                procs.append(subprocess.Popen(
+                    [ETRUN, "--pool", pool.name, "--job-name", name, "--elastic-mode", "restart",
+                     "-np", "2", "--min-np", "2", "--max-np", "2",
+                     "sh", "-c", 'echo "gpu=$ETRUN_POOL_GPU visible=$CUDA_VISIBLE_DEVICES slot=$ETRUN_POOL_SLOT"; sleep 60'],
+                    stdout=out, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                    env={**os.environ, **marker_env}))
         assert wait_until(lambda: held(pool.name) == {"a": 2, "b": 2}, timeout=20), pool.text()
         status = pool_status(pool.name)
         gpus = {}
         for j in status["jobs"]:
             gpus[j["job"]] = sorted(s["gpu"] for s in j["slots"]["localhost"])
         assert sorted(gpus["a"] + gpus["b"]) == ["0", "1", "2", "3"]
-        time.sleep(1)
+        # Every rank has printed its line (then sleeps until it is stopped).
+        assert wait_until(lambda: all(len(gpu_lines(name)) >= 2 for name in names), timeout=20), \
+            {name: out_paths[name].read_text(errors="replace") for name in names}
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
-        outs = [p.communicate(timeout=20)[0].decode() for p in procs]
+        for p in procs:
+            p.communicate(timeout=20)
         pool.stop()
-    for name, out in zip(("a", "b"), outs):
-        lines = [l for l in out.splitlines() if "gpu=" in l]
-        assert len(lines) == 2, out
+    for name in names:
+        lines = gpu_lines(name)
+        assert len(lines) == 2, out_paths[name].read_text(errors="replace")
         for line in lines:
             fields = dict(kv.split("=", 1) for kv in line.split(":", 1)[1].split())
             assert fields["gpu"] in gpus[name]

@@ -4,12 +4,15 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -40,6 +43,58 @@ std::string ReadAll(FILE* f) {
 LaunchSpec Shell(const std::string& script) {
   return {{"/bin/sh", "-c", script}, {"PATH=/usr/bin:/bin"}};
 }
+
+// Whether `text` has been written to f's file yet. Reads with pread: the OutputSink's writer
+// thread appends through the same file offset, which must not move.
+bool FileHas(FILE* f, const std::string& text) {
+  std::string all;
+  char buf[4096];
+  ssize_t n;
+  while ((n = pread(fileno(f), buf, sizeof(buf), static_cast<off_t>(all.size()))) > 0) {
+    all.append(buf, static_cast<size_t>(n));
+  }
+  return all.find(text) != std::string::npos;
+}
+
+// Polls `condition` until it holds (true) or `limit` passes (false).
+bool WaitFor(const std::function<bool()>& condition, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+// A named pipe a rank's shell waits on (`read go < PATH`) until the test calls Open().
+class Gate {
+ public:
+  Gate() {
+    char dir[] = "/tmp/etrun-rank-set-test-XXXXXX";
+    REQUIRE(mkdtemp(dir) != nullptr);
+    dir_ = dir;
+    path_ = dir_ + "/gate";
+    REQUIRE(mkfifo(path_.c_str(), 0600) == 0);
+    // Read-write: never blocks, and the shell's open for reading does not block either.
+    fd_ = open(path_.c_str(), O_RDWR | O_CLOEXEC);
+    REQUIRE(fd_ >= 0);
+  }
+  ~Gate() {
+    close(fd_);
+    unlink(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+
+  const std::string& path() const { return path_; }
+  void Open() { [[maybe_unused]] ssize_t n = write(fd_, "go\n", 3); }
+
+ private:
+  std::string dir_;
+  std::string path_;
+  int fd_ = -1;
+};
 
 // Runs specs to completion; returns finished records in finishing order.
 struct Harness {
@@ -123,16 +178,39 @@ TEST_CASE("a finish callback may start more ranks while exits are being reaped")
   // second rank after it in the table, when the callback starts four more ranks (the table grows
   // and moves), reaping carries on over the new table and every rank runs to completion. Reap()
   // once went on walking the old table: the ASan build reported the use after free.
+  // Rank 0 exits only once RankSet has seen both its pipes end (their unterminated "bye" reaches
+  // the sink only at EOF); rank 1 exits only once rank 0 has finished.
+  Gate rank0_exits, rank1_exits;
+  std::atomic<bool> rank0_finished{false};
   Harness h;
-  h.then = [](RankSet* ranks, const RankOutput& o, const RankSet::Finished& f) {
+  h.then = [&rank0_finished, &rank1_exits](RankSet* ranks, const RankOutput& o,
+                                           const RankSet::Finished& f) {
     if (f.rank != 0) return;
     for (int i = 2; i <= 5; ++i) {
       std::string e;
       REQUIRE(ranks->Start(i, "localhost", Shell("echo again; exit " + std::to_string(i)), o, &e));
       REQUIRE(ranks->AwaitExecs(&e));
     }
+    rank0_finished = true;
+    rank1_exits.Open();
   };
-  h.RunAll({Shell("exec >&- 2>&-; sleep 0.3"), Shell("sleep 0.6; exit 1")});
+  bool output_ended = false;
+  bool finished_in_time = false;
+  std::thread gatekeeper([&] {
+    output_ended = WaitFor([&h] { return FileHas(h.out, "[0]<stdout>:bye\n") &&
+                                         FileHas(h.err, "[0]<stderr>:bye\n"); },
+                           std::chrono::seconds(20));
+    rank0_exits.Open();
+    // Should rank 0 never finish, rank 1 is let go anyway: the test fails instead of hanging.
+    finished_in_time = WaitFor([&rank0_finished] { return rank0_finished.load(); },
+                               std::chrono::seconds(20));
+    rank1_exits.Open();
+  });
+  h.RunAll({Shell("printf bye; printf bye >&2; exec >&- 2>&-; read go < " + rank0_exits.path()),
+            Shell("read go < " + rank1_exits.path() + "; exit 1")});
+  gatekeeper.join();
+  CHECK_MESSAGE(output_ended, "RankSet never saw rank 0's output end");
+  CHECK_MESSAGE(finished_in_time, "rank 0 did not finish within 20 s of exiting");
   REQUIRE(h.finished.size() == 6);
   CHECK(h.finished[0].rank == 0);
   std::sort(h.finished.begin(), h.finished.end(), [](auto& a, auto& b) { return a.rank < b.rank; });

@@ -83,12 +83,15 @@ TEST_CASE("every failure before anything starts writes one job_end with its caus
   mpi_bad_hosts.controller = Controller::kMpi;
   mpi_bad_hosts.hosts = "a:x";
   std::vector<Case> cases = {
-      {"bad -H", bad_hosts, kExitUsage, "-H"},
-      {"too few slots", too_few, kExitUsage, "the hosts provide only 2 slots"},
+      {"bad -H", bad_hosts, kExitUsage, "invalid host 'a:x' in -H 'a:x'"},
+      {"too few slots", too_few, kExitUsage,
+       "requested 4 processes but the hosts provide only 2 slots"},
       {"no such program", missing, kExitCommandNotFound, "cannot run '/no/such/program'"},
-      {"elastic, bad NIC", elastic_bad_nic, kExitUsage, ""},
-      {"elastic, no hostfile", elastic_bad_hostfile, kExitUsage, "cannot read hostfile"},
-      {"mpi, bad -H", mpi_bad_hosts, kExitUsage, "-H"},
+      {"elastic, bad NIC", elastic_bad_nic, kExitUsage,
+       "--network-interface no-such-nic0: no such interface with an IPv4 address"},
+      {"elastic, no hostfile", elastic_bad_hostfile, kExitUsage,
+       "cannot read hostfile /no/such/hostfile"},
+      {"mpi, bad -H", mpi_bad_hosts, kExitUsage, "invalid host 'a:x' in -H 'a:x'"},
   };
   for (const Case& c : cases) {
     std::string what = c.what;
@@ -102,7 +105,8 @@ TEST_CASE("every failure before anything starts writes one job_end with its caus
     CHECK(events.back()["exit_code"] == c.code);
     std::string cause = events.back()["cause"];
     CHECK_FALSE(cause.empty());
-    CHECK(cause.find(c.cause_start) != std::string::npos);
+    REQUIRE_FALSE(std::string(c.cause_start).empty());  // else the check below always holds
+    CHECK(cause.rfind(c.cause_start, 0) == 0);
   }
 }
 

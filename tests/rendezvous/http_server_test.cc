@@ -117,9 +117,13 @@ TEST_CASE("malformed requests are answered, never dropped (fixes spec 9.20)") {
 }
 
 TEST_CASE("a connection that closes without a request does no harm") {
+  // Given a client that closes before sending anything, it gets no answer; given one that closes
+  // in the middle of a request line, it gets a 400 with "Connection: close" (a partial message
+  // is a malformed request, spec 9.20). Either way the server goes on serving.
   Server s;
   CHECK(Exchange(s.server.port(), "", true).empty());
-  CHECK(Exchange(s.server.port(), "GET /glo", true).size() >= 0);
+  CHECK(Exchange(s.server.port(), "GET /glo", true) ==
+        "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
   CHECK(Status(Exchange(s.server.port(), CppClient("GET", "/global/0"))) == 404);
 }
 
