@@ -1,26 +1,21 @@
 #include "cli/flags.h"
 
-#include "launcher/ssh/remote_shell.h"
-
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <charconv>
-#include <cmath>
-#include <cstdlib>
 #include <functional>
 #include <iostream>
-#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <type_traits>
 #include <utility>
 
-#include "launcher/mpi/mpi_command.h"
+#include "cli/flag_checks.h"
+#include "cli/flag_table.h"
+#include "cli/flag_validators.h"
 #include "launcher/mpi/mpi_policy.h"
-#include "rendezvous/access_list.h"
 
 #ifndef ETRUN_VERSION
 #define ETRUN_VERSION "0.1.0"
@@ -30,129 +25,6 @@ namespace etrun::cli {
 namespace {
 
 constexpr char kHorovodRelease[] = "0.28.1";
-
-// Flags whose feature lands in a later release: parsed and validated, then refused. Delete a row
-// when its feature lands.
-struct NotSupportedYet {
-  const char* option;  // the option's first long name
-  const char* reason;
-  const char* fix;
-};
-constexpr NotSupportedYet kNotSupportedYet[] = {
-    {"--jsrun", "jsrun mode comes in a later etrun release",
-     "leave it out to launch with Gloo, or use --mpi"},
-    {"--config-file", "YAML config files come in a later etrun release",
-     "give the settings as flags instead"},
-};
-
-// horovodrun's argparse mutually exclusive groups: at most one member of each may be given.
-std::vector<std::vector<std::string>> ExclusiveGroups() {
-  return {
-      {"--hosts", "--hostfile", "--host-discovery-script", "--pool"},
-      {"--pool", "--mpi"},
-      {"--gloo", "--mpi", "--jsrun"},
-      {"--gpus-per-rank", "--ranks-per-gpu"},
-      {"--prefix-output-with-timestamp", "--log-without-timestamp", "--log-with-timestamp",
-       "--log-hide-timestamp", "--no-log-hide-timestamp"},
-      {"--hierarchical-allreduce", "--no-hierarchical-allreduce"},
-      {"--hierarchical-allgather", "--no-hierarchical-allgather"},
-      {"--torus-allreduce", "--no-torus-allreduce"},
-      {"--autotune", "--no-autotune"},
-      {"--timeline-mark-cycles", "--no-timeline-mark-cycles"},
-      {"--no-stall-check", "--stall-check"},
-      {"--mpi-threads-disable", "--no-mpi-threads-disable"},
-  };
-}
-
-std::string Trim(const std::string& s) {
-  const size_t begin = s.find_first_not_of(" \t\n\r\f\v");
-  if (begin == std::string::npos) return "";
-  return s.substr(begin, s.find_last_not_of(" \t\n\r\f\v") - begin + 1);
-}
-
-std::string Join(const std::vector<std::string>& items, const std::string& separator) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
-  return out;
-}
-
-// The shortest text that reads back as `value`: "0.1", "-1", "1e+20".
-std::string FormatNumber(double value) {
-  char buffer[32];
-  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  return ec == std::errc() ? std::string(buffer, end) : "?";
-}
-
-// Strips blanks and one leading '+' as Python's int() and float() do; false for "+-1" and "++1".
-bool StripNumber(const std::string& text, std::string* number) {
-  *number = Trim(text);
-  if (number->empty() || (*number)[0] != '+') return true;
-  number->erase(0, 1);
-  return number->empty() || ((*number)[0] != '+' && (*number)[0] != '-');
-}
-
-// CLI11 validators. Each writes the whole user-facing message ("<flag>: expected ..., got ...");
-// CLI11 prefixes its own "--name: ", which FlagTable::Parse strips again.
-
-// Python's int() in decimal: optional blanks and sign, then digits. Rewrites the text to plain
-// decimal, because CLI11 reads "010" as octal and "0x10" as hex, and checks that it fits T.
-template <typename T>
-CLI::Validator WholeNumber(const std::string& display) {
-  return CLI::Validator(
-      [display](std::string& text) -> std::string {
-        std::string s;
-        const bool signed_once = StripNumber(text, &s);
-        T value{};
-        const char* end = s.data() + s.size();
-        const auto [ptr, ec] = std::from_chars(s.data(), end, value);
-        if (!signed_once || s.empty() || ptr != end || ec == std::errc::invalid_argument) {
-          return display + ": expected a whole number, got '" + text + "'";
-        }
-        if (ec == std::errc::result_out_of_range) {
-          return display + ": expected a whole number from " +
-                 std::to_string(std::numeric_limits<T>::min()) + " to " +
-                 std::to_string(std::numeric_limits<T>::max()) + ", got '" + text + "'";
-        }
-        text = std::to_string(value);
-        return "";
-      },
-      "", "");
-}
-
-// Python's float() without hex, infinities and NaN.
-CLI::Validator FiniteNumber(const std::string& display) {
-  return CLI::Validator(
-      [display](std::string& text) -> std::string {
-        std::string s;
-        const bool signed_once = StripNumber(text, &s);
-        double value = 0;
-        const char* end = s.data() + s.size();
-        const auto [ptr, ec] = std::from_chars(s.data(), end, value);
-        if (!signed_once || s.empty() || ptr != end || ec != std::errc() || !std::isfinite(value)) {
-          return display + ": expected a finite number, got '" + text + "'";
-        }
-        text = s;
-        return "";
-      },
-      "", "");
-}
-
-// Exactly one of `choices`, case-sensitive as argparse's `choices=`.
-CLI::Validator OneOf(const std::string& display, const std::vector<std::string>& choices) {
-  return CLI::Validator(
-      [display, choices](std::string& text) -> std::string {
-        for (const std::string& choice : choices) {
-          if (text == choice) return "";
-        }
-        for (const std::string& choice : choices) {
-          if (CLI::detail::to_lower(text) == CLI::detail::to_lower(choice)) {
-            return display + ": got '" + text + "' (did you mean " + choice + "?)";
-          }
-        }
-        return display + ": expected one of " + Join(choices, ", ") + ", got '" + text + "'";
-      },
-      "", "");
-}
 
 // Shows argparse-only spellings ("-np") beside CLI11's names in --help.
 class HelpFormatter : public CLI::Formatter {
@@ -181,61 +53,7 @@ class HelpFormatter : public CLI::Formatter {
   const std::map<std::string, std::string>* dash_aliases_;  // long name -> "-np"; not owned
 };
 
-// horovodrun's option table on a CLI11 App. Values land in the JobConfig given to the
-// constructor, which must outlive the table. Every option has a long name; argparse-only
-// single-dash multi-letter names ("-np") live in dash_aliases_, because CLI11 cannot spell them.
-class FlagTable {
- public:
-  explicit FlagTable(JobConfig* c);
-  FlagTable(const FlagTable&) = delete;
-  FlagTable& operator=(const FlagTable&) = delete;
-
-  std::vector<OptionSpec> Specs() const;
-  // "-np/--num-proc" for "--num-proc", as argparse names options in its messages.
-  std::string Display(const std::string& long_name) const;
-  bool Given(const std::string& long_name) const { return app_.get_option(long_name)->count() > 0; }
-  // Runs CLI11 on normalized tokens. Returns false and sets *err (one line) on a bad value.
-  bool Parse(const std::vector<std::string>& tokens, std::string* err);
-  // Every --network-interface(s) value, in command-line order.
-  std::vector<std::string> NicValues() const;
-  // Every value given to a TakeAll option, in command-line order.
-  std::vector<std::string> Results(const std::string& name) const {
-    return app_.get_option(name)->results();
-  }
-  std::string Help() const { return app_.help(); }
-
- private:
-  // Adds an option with values; CLI11 converts them to T (after our syntax checks) and `store`
-  // receives the last occurrence's value, only if the option was given.
-  template <typename T>
-  CLI::Option* Value(const std::string& names, std::function<void(const T&)> store,
-                     const std::string& help, const char* dash_alias = nullptr);
-  template <typename T>
-  CLI::Option* Optional(const std::string& names, std::optional<T>* field, const std::string& help,
-                        const char* dash_alias = nullptr) {
-    return Value<T>(
-        names, [field](const T& v) { *field = v; }, help, dash_alias);
-  }
-  CLI::Option* Text(const std::string& names, std::string* field, const std::string& help) {
-    return Value<std::string>(
-        names, [field](const std::string& v) { *field = v; }, help);
-  }
-  CLI::Option* Switch(const std::string& names, const std::string& help, std::function<void()> on,
-                      const char* dash_alias = nullptr);
-  // `name` sets *field to true, `negation` to false; the negation is hidden from --help if asked.
-  void SwitchPair(const std::string& name, const std::string& negation, std::optional<bool>* field,
-                  const std::string& help, bool negation_hidden);
-  CLI::Option* Finish(CLI::Option* opt, const char* dash_alias);
-
-  void AddGeneral(JobConfig* c);
-  void AddHostsAndElastic(JobConfig* c);
-  void AddTunables(Tunables* t);
-  void AddLibraryAndLogging(JobConfig* c);
-
-  CLI::App app_;
-  std::map<std::string, std::string> dash_aliases_;  // "--num-proc" -> "-np"
-  std::string group_;                                // help group of the options being added
-};
+}  // namespace
 
 template <typename T>
 CLI::Option* FlagTable::Value(const std::string& names, std::function<void(const T&)> store,
@@ -599,209 +417,7 @@ std::vector<std::string> FlagTable::NicValues() const {
   return values;
 }
 
-// --- Checks after parsing. Each returns false and sets *err to one line.
-
-template <typename T>
-bool CheckAtLeast(const FlagTable& table, const std::string& name, const std::optional<T>& value,
-                  T min, std::string* err) {
-  if (!value || *value >= min) return true;
-  const auto text = [](T v) {
-    if constexpr (std::is_integral_v<T>)
-      return std::to_string(v);
-    else
-      return FormatNumber(v);
-  };
-  *err = table.Display(name) + ": expected at least " + text(min) + ", got " + text(*value);
-  return false;
-}
-
-bool CheckExclusions(const FlagTable& table, std::string* err) {
-  for (const std::vector<std::string>& group : ExclusiveGroups()) {
-    std::vector<std::string> given;
-    for (const std::string& name : group) {
-      if (table.Given(name)) given.push_back(table.Display(name));
-    }
-    if (given.size() > 1) {
-      *err = given[0] + " and " + given[1] + " cannot be used together: give only one of them";
-      return false;
-    }
-  }
-  return true;
-}
-
-bool CheckLaunchValues(const FlagTable& t, const JobConfig& c, std::string* err) {
-  if (!c.num_proc) {
-    *err = t.Display("--num-proc") +
-           " is required: say how many processes to start, e.g. etrun -np 4 python3 train.py";
-    return false;
-  }
-  if (!CheckAtLeast(t, "--num-proc", c.num_proc, 1, err) ||
-      !CheckAtLeast(t, "--min-np", c.min_np, 1, err) ||
-      !CheckAtLeast(t, "--max-np", c.max_np, 1, err) ||
-      !CheckAtLeast(t, "--slots-per-host", c.slots_per_host, 1, err) ||
-      !CheckAtLeast(t, "--elastic-timeout", c.elastic_timeout_s, 1, err) ||
-      !CheckAtLeast(t, "--start-timeout", c.start_timeout_s, 1, err) ||
-      !CheckAtLeast(t, "--reset-limit", c.reset_limit, 0, err) ||
-      !CheckAtLeast(t, "--grace-period", std::optional<double>(c.grace_period_s), 0.0, err) ||
-      !CheckAtLeast(t, "--discovery-interval", c.discovery_interval_s, 0.1, err) ||
-      !CheckAtLeast(t, "--ssh-connect-timeout", std::optional<int>(c.ssh_connect_timeout_s), 1, err) ||
-      !CheckAtLeast(t, "--discovery-timeout", c.discovery_timeout_s, 0.1, err) ||
-      !CheckAtLeast(t, "--recovery-grace", c.recovery_grace_s, 0.0, err) ||
-      !CheckAtLeast(t, "--gpus-per-rank", c.gpus_per_rank, 1, err) ||
-      !CheckAtLeast(t, "--ranks-per-gpu", c.ranks_per_gpu, 1, err)) {
-    return false;
-  }
-  if (!c.remote_shell.empty() && !launcher::CheckRemoteShell(c.remote_shell, err)) return false;
-  if (c.priority && c.pool.empty()) {
-    *err = "--priority is a weight in a shared pool: give --pool NAME too";
-    return false;
-  }
-  if (c.priority && (*c.priority < 1 || *c.priority > 1000000)) {
-    *err = "--priority: expected 1..1000000, got " + std::to_string(*c.priority);
-    return false;
-  }
-  if (c.min_np && *c.min_np > *c.num_proc) {
-    *err = t.Display("--min-np") + ": expected at most -np (" + std::to_string(*c.num_proc) +
-           "), got " + std::to_string(*c.min_np);
-    return false;
-  }
-  if (c.max_np && *c.num_proc > *c.max_np) {
-    *err = t.Display("--num-proc") + ": expected at most --max-np (" + std::to_string(*c.max_np) +
-           "), got " + std::to_string(*c.num_proc);
-    return false;
-  }
-  if (c.cooldown_range) {
-    const auto [min, max] = *c.cooldown_range;
-    std::string expected;
-    if (min < 1) {
-      expected = "MIN of at least 1";
-    } else if (max > 3600) {
-      expected = "MAX of at most 3600";
-    } else if (min > max) {
-      expected = "MIN <= MAX";
-    }
-    if (!expected.empty()) {
-      *err = "--blacklist-cooldown-range: expected " + expected + ", got " + std::to_string(min) +
-             " " + std::to_string(max);
-      return false;
-    }
-  }
-  if (c.ssh_port && (*c.ssh_port < 1 || *c.ssh_port > 65535)) {
-    *err = t.Display("--ssh-port") + ": expected a port from 1 to 65535, got " +
-           std::to_string(*c.ssh_port);
-    return false;
-  }
-  return true;
-}
-
-bool CheckTunables(const FlagTable& t, const Tunables& u, std::string* err) {
-  const std::pair<const char*, const std::optional<int64_t>*> counts[] = {
-      {"--fusion-threshold-mb", &u.fusion_threshold_mb},
-      {"--cache-capacity", &u.cache_capacity},
-      {"--autotune-warmup-samples", &u.autotune_warmup_samples},
-      {"--autotune-steps-per-sample", &u.autotune_steps_per_sample},
-      {"--autotune-bayes-opt-max-samples", &u.autotune_bayes_opt_max_samples},
-      {"--stall-check-warning-time-seconds", &u.stall_check_warning_time_seconds},
-      {"--stall-check-shutdown-time-seconds", &u.stall_check_shutdown_time_seconds},
-      {"--num-nccl-streams", &u.num_nccl_streams},
-      {"--thread-affinity", &u.thread_affinity},
-      {"--gloo-timeout-seconds", &u.gloo_timeout_seconds},
-  };
-  for (const auto& [name, value] : counts) {
-    if (!CheckAtLeast<int64_t>(t, name, *value, 0, err)) return false;
-  }
-  if (!CheckAtLeast(t, "--cycle-time-ms", u.cycle_time_ms, 0.0, err)) return false;
-  const std::optional<double>& noise = u.autotune_gaussian_process_noise;
-  if (noise && (*noise < 0 || *noise > 1)) {
-    *err = "--autotune-gaussian-process-noise: expected a value from 0 to 1, got " +
-           FormatNumber(*noise);
-    return false;
-  }
-  return true;
-}
-
-// Splits the --network-interface(s) values on commas into `nics`, first appearance first.
-bool CollectNics(const FlagTable& t, std::vector<std::string>* nics, std::string* err) {
-  for (const std::string& value : t.NicValues()) {
-    bool any = false;
-    std::stringstream in(value);
-    for (std::string nic; std::getline(in, nic, ',');) {
-      nic = Trim(nic);
-      if (nic.empty()) continue;
-      any = true;
-      if (std::find(nics->begin(), nics->end(), nic) == nics->end()) nics->push_back(nic);
-    }
-    if (!any) {
-      *err = "--network-interface: expected an interface name, got '" + value + "'";
-      return false;
-    }
-  }
-  return true;
-}
-
-bool CollectAllowed(const FlagTable& t, std::vector<std::string>* networks, std::string* err) {
-  for (const std::string& value : t.Results("--rendezvous-allow")) {
-    std::stringstream in(value);
-    bool any = false;
-    for (std::string item; std::getline(in, item, ',');) {
-      item = Trim(item);
-      if (item.empty()) continue;
-      any = true;
-      rendezvous::Cidr cidr;
-      std::string why;
-      if (!rendezvous::ParseCidr(item, &cidr, &why)) {
-        *err = "--rendezvous-allow: " + why;
-        return false;
-      }
-      networks->push_back(item);
-    }
-    if (!any) {
-      *err = "--rendezvous-allow: expected a network such as 10.0.0.0/8, got '" + value + "'";
-      return false;
-    }
-  }
-  return true;
-}
-
-// --mpi's rules: static jobs only (horovodrun runs elastic jobs with Gloo), no GPU slots (mpirun
-// decides local ranks), and --mpi-args/--binding-args that split like shell words.
-bool CheckMpi(const FlagTable& t, const JobConfig& c, std::string* err) {
-  for (const char* name : {"--mpi-args", "--binding-args"}) {
-    const std::string& text = std::string(name) == "--mpi-args" ? c.mpi_args : c.binding_args;
-    std::vector<std::string> words;
-    if (!launcher::SplitShellWords(text, &words, err)) {
-      *err = std::string(name) + ": " + *err + " in '" + text + "': close the quote";
-      return false;
-    }
-  }
-  if (c.controller != Controller::kMpi) return true;
-  if (c.elastic()) {
-    *err = "--mpi and " +
-           t.Display(t.Given("--min-np") ? "--min-np" : "--host-discovery-script") +
-           " cannot be used together: elastic jobs always run with Gloo (horovodrun ignores --mpi "
-           "there): leave out --mpi";
-    return false;
-  }
-  for (const char* name : {"--gpus-per-rank", "--ranks-per-gpu"}) {
-    if (t.Given(name)) {
-      *err = std::string("--mpi and ") + name +
-             " cannot be used together: mpirun decides the local ranks; leave out " + name +
-             " and pin GPUs by OMPI_COMM_WORLD_LOCAL_RANK in the script";
-      return false;
-    }
-  }
-  return true;
-}
-
-bool CheckNotSupportedYet(const FlagTable& t, std::string* err) {
-  for (const NotSupportedYet& row : kNotSupportedYet) {
-    if (t.Given(row.option)) {
-      *err = t.Display(row.option) + " is not supported yet (" + row.reason + "): " + row.fix;
-      return false;
-    }
-  }
-  return true;
-}
+namespace {
 
 std::string VersionText() {
   return std::string("etrun ") + ETRUN_VERSION + "\nspeaks the launcher protocol of Horovod " +

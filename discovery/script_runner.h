@@ -1,8 +1,11 @@
-// ScriptRunner: runs the host discovery script (spec §2.4) off the caller's thread, with a
-// timeout, and hands back its stdout and stderr. The real one, which runs `/bin/sh -c <script>`,
-// is launcher::ShellScriptRunner (launcher/shell_script_runner.h: processes are the launcher's);
-// FixedHosts stands for a host list that never changes (-H or --hostfile in an elastic job).
-// Tests use fakes. Run from one thread.
+// ScriptRunner: where an elastic job's (or a shared pool's) host list comes from (spec §2.4).
+// Each Run hands back one listing, "host:slots" lines as a discovery script prints them, or why
+// there is none. There are three: launcher::ShellScriptRunner runs the discovery script,
+// `/bin/sh -c <script>`, off the caller's thread and with a timeout
+// (launcher/shell_script_runner.h: processes are the launcher's); FixedHosts is a list that never
+// changes (-H, --hostfile or localhost:<np> in an elastic job); pool::PoolClient lists what a
+// shared pool grants the job (pool/pool_client.h). The elastic driver's tests need none: they
+// give it ScriptResults directly. Run from one thread.
 #ifndef ETRUN_DISCOVERY_SCRIPT_RUNNER_H_
 #define ETRUN_DISCOVERY_SCRIPT_RUNNER_H_
 

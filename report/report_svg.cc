@@ -155,26 +155,29 @@ double Legend(std::string* out, double y, bool any_running, bool elastic) {
   return y + 10;
 }
 
-// The world size panel, between y = top and top + kSizePanelHeight.
-void SizePanel(std::string* out, const JobTimeline& tl, const TimeAxis& axis, double top) {
-  int max_size = std::max(1, tl.np);
-  for (const SizeSegment& s : tl.sizes) max_size = std::max(max_size, s.size);
-  const int step = SizeStep(max_size);
-  const int y_max = (max_size + step - 1) / step * step;
-  const double bottom = top + kSizePanelHeight;
-  auto y_of = [&](int size) {
+// The size panel's y axis: world sizes 0..y_max, between y = bottom and kSizePanelPad below the
+// panel's top.
+struct SizeScale {
+  double bottom = 0;
+  int y_max = 1;
+  double Y(int size) const {
     return bottom - static_cast<double>(size) / y_max * (kSizePanelHeight - kSizePanelPad);
-  };
+  }
+};
 
+// The panel's title and a grid line with its label at each `step` of world size.
+void SizeGrid(std::string* out, const SizeScale& scale, int step, double top) {
   Text(out, 12, top + kSizePanelHeight / 2, "world size", "font-size=\"12\" font-weight=\"bold\"");
-  for (int v = 0; v <= y_max; v += step) {
+  for (int v = 0; v <= scale.y_max; v += step) {
     *out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\"/>\n", N(kLeft),
-                        N(y_of(v)), N(kLeft + kPlotWidth), N(y_of(v)), kGridColor);
-    Text(out, kLeft - 6, y_of(v) + 4, std::to_string(v),
+                        N(scale.Y(v)), N(kLeft + kPlotWidth), N(scale.Y(v)), kGridColor);
+    Text(out, kLeft - 6, scale.Y(v) + 4, std::to_string(v),
          "font-size=\"10\" text-anchor=\"end\" fill=\"#666\"");
   }
+}
 
-  // Bands where there is no world, labelled where there is room.
+// Bands where there is no world, labelled where there is room.
+void NoWorldBands(std::string* out, const JobTimeline& tl, const TimeAxis& axis, double top) {
   for (const SizeSegment& s : tl.sizes) {
     if (s.state == SizeSegment::State::kRunning) continue;
     const bool resetting = s.state == SizeSegment::State::kResetting;
@@ -191,158 +194,212 @@ void SizePanel(std::string* out, const JobTimeline& tl, const TimeAxis& axis, do
                      : "font-size=\"10\" text-anchor=\"middle\" fill=\"#666\"");
     }
   }
+}
 
+// Across segs[i], a stretch without a world: the size line dashed down to 0 and back up.
+void NoWorldLine(std::string* out, const std::vector<SizeSegment>& segs, size_t i,
+                 const TimeAxis& axis, const SizeScale& scale) {
+  const int before =
+      i > 0 && segs[i - 1].state == SizeSegment::State::kRunning ? segs[i - 1].size : 0;
+  const int after = i + 1 < segs.size() && segs[i + 1].state == SizeSegment::State::kRunning
+                        ? segs[i + 1].size
+                        : 0;
+  const double x0 = axis.X(segs[i].start), x1 = axis.X(segs[i].end);
+  *out += fmt::format(
+      "<polyline class=\"no-world\" points=\"{},{} {},{} {},{} {},{}\" fill=\"none\" "
+      "stroke=\"{}\" "
+      "stroke-width=\"1.5\" stroke-dasharray=\"3 3\"/>\n",
+      N(x0), N(scale.Y(before)), N(x0), N(scale.Y(0)), N(x1), N(scale.Y(0)), N(x1),
+      N(scale.Y(after)), kLineColor);
+}
+
+// One world's marks on the size line: a dot where a round opened it, its size where it fits.
+void WorldMarks(std::string* out, const SizeSegment& s, const TimeAxis& axis,
+                const SizeScale& scale) {
+  const double x0 = axis.X(s.start), x1 = axis.X(s.end);
+  const std::string tip =
+      (s.round > 0 ? fmt::format("round {}: ", s.round) : std::string()) +
+      fmt::format("world size {} from {} to {}", s.size, At(s.start), At(s.end));
+  if (s.round > 0) {
+    *out += fmt::format(
+        "<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"{}\"><title>{}</title>"
+        "</circle>\n",
+        N(x0), N(scale.Y(s.size)), kLineColor, Escape(tip));
+  }
+  if (x1 - x0 >= 24) {
+    *out += fmt::format(
+        "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\" "
+        "fill=\"{}\">{}<title>{}</title></text>\n",
+        N((x0 + x1) / 2), N(scale.Y(s.size) - 4), kLineColor, s.size, Escape(tip));
+  }
+}
+
+// Through segs[begin..end), a stretch of worlds: the solid step line over a shaded area, and
+// each world's marks.
+void WorldLine(std::string* out, const std::vector<SizeSegment>& segs, size_t begin, size_t end,
+               const TimeAxis& axis, const SizeScale& scale) {
+  std::string points;
+  for (size_t k = begin; k < end; ++k) {
+    points += fmt::format("{},{} {},{} ", N(axis.X(segs[k].start)), N(scale.Y(segs[k].size)),
+                          N(axis.X(segs[k].end)), N(scale.Y(segs[k].size)));
+  }
+  *out += fmt::format("<polygon points=\"{}{},{} {},{}\" fill=\"{}\" fill-opacity=\"0.12\"/>\n",
+                      points, N(axis.X(segs[end - 1].end)), N(scale.Y(0)),
+                      N(axis.X(segs[begin].start)), N(scale.Y(0)), kLineColor);
+  *out += fmt::format(
+      "<polyline class=\"size\" points=\"{}\" fill=\"none\" stroke=\"{}\" "
+      "stroke-width=\"2\"/>\n",
+      points, kLineColor);
+  for (size_t k = begin; k < end; ++k) WorldMarks(out, segs[k], axis, scale);
+}
+
+// The world size panel, between y = top and top + kSizePanelHeight.
+void SizePanel(std::string* out, const JobTimeline& tl, const TimeAxis& axis, double top) {
+  int max_size = std::max(1, tl.np);
+  for (const SizeSegment& s : tl.sizes) max_size = std::max(max_size, s.size);
+  const int step = SizeStep(max_size);
+  const SizeScale scale{top + kSizePanelHeight, (max_size + step - 1) / step * step};
+  SizeGrid(out, scale, step, top);
+  NoWorldBands(out, tl, axis, top);
   // The step line: solid through each stretch of worlds, dashed down to 0 where there is none.
   const std::vector<SizeSegment>& segs = tl.sizes;
   for (size_t i = 0; i < segs.size();) {
     if (segs[i].state != SizeSegment::State::kRunning) {
-      const int before =
-          i > 0 && segs[i - 1].state == SizeSegment::State::kRunning ? segs[i - 1].size : 0;
-      const int after = i + 1 < segs.size() && segs[i + 1].state == SizeSegment::State::kRunning
-                            ? segs[i + 1].size
-                            : 0;
-      const double x0 = axis.X(segs[i].start), x1 = axis.X(segs[i].end);
-      *out += fmt::format(
-          "<polyline class=\"no-world\" points=\"{},{} {},{} {},{} {},{}\" fill=\"none\" "
-          "stroke=\"{}\" "
-          "stroke-width=\"1.5\" stroke-dasharray=\"3 3\"/>\n",
-          N(x0), N(y_of(before)), N(x0), N(y_of(0)), N(x1), N(y_of(0)), N(x1), N(y_of(after)),
-          kLineColor);
+      NoWorldLine(out, segs, i, axis, scale);
       ++i;
       continue;
     }
-    std::string points;
     size_t j = i;
-    for (; j < segs.size() && segs[j].state == SizeSegment::State::kRunning; ++j) {
-      points += fmt::format("{},{} {},{} ", N(axis.X(segs[j].start)), N(y_of(segs[j].size)),
-                            N(axis.X(segs[j].end)), N(y_of(segs[j].size)));
-    }
-    *out += fmt::format("<polygon points=\"{}{},{} {},{}\" fill=\"{}\" fill-opacity=\"0.12\"/>\n",
-                        points, N(axis.X(segs[j - 1].end)), N(y_of(0)), N(axis.X(segs[i].start)),
-                        N(y_of(0)), kLineColor);
-    *out += fmt::format(
-        "<polyline class=\"size\" points=\"{}\" fill=\"none\" stroke=\"{}\" "
-        "stroke-width=\"2\"/>\n",
-        points, kLineColor);
-    for (size_t k = i; k < j; ++k) {
-      const SizeSegment& s = segs[k];
-      const double x0 = axis.X(s.start), x1 = axis.X(s.end);
-      const std::string tip =
-          (s.round > 0 ? fmt::format("round {}: ", s.round) : std::string()) +
-          fmt::format("world size {} from {} to {}", s.size, At(s.start), At(s.end));
-      if (s.round > 0) {
-        *out += fmt::format(
-            "<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"{}\"><title>{}</title>"
-            "</circle>\n",
-            N(x0), N(y_of(s.size)), kLineColor, Escape(tip));
-      }
-      if (x1 - x0 >= 24) {
-        *out += fmt::format(
-            "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\" "
-            "fill=\"{}\">{}<title>{}</title></text>\n",
-            N((x0 + x1) / 2), N(y_of(s.size) - 4), kLineColor, s.size, Escape(tip));
-      }
-    }
+    while (j < segs.size() && segs[j].state == SizeSegment::State::kRunning) ++j;
+    WorldLine(out, segs, i, j, axis, scale);
     i = j;
+  }
+}
+
+// Where one host's lane is drawn: from y down, `height` high.
+struct Lane {
+  size_t index;  // odd lanes are shaded
+  const std::string& host;
+  double y;
+  double height;
+  double mid() const { return y + height / 2; }
+};
+
+// A lane's background: its shading, the host's name, when discovery listed it and when it was
+// blacklisted.
+void LaneBackground(std::string* out, const JobTimeline& tl, const TimeAxis& axis,
+                    const Lane& lane) {
+  const std::string& host = lane.host;
+  const double font = std::min(12.0, lane.height - 3);
+  if (lane.index % 2 == 1) {
+    *out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f5f5f5\"/>\n",
+                        N(kLeft), N(lane.y), N(kPlotWidth), N(lane.height));
+  }
+  *out += fmt::format(
+      "<text x=\"{}\" y=\"{}\" font-size=\"{}\" text-anchor=\"end\">{}"
+      "<title>{}</title></text>\n",
+      N(kLeft - 8), N(lane.mid() + font * 0.35), N(font), Escape(Clip(host, 24)), Escape(host));
+  if (tl.elastic) {
+    if (auto it = tl.presence.find(host); it != tl.presence.end()) {
+      for (const HostPresence& p : it->second) {
+        *out += fmt::format(
+            "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#dde6f0\"><title>{} "
+            "listed from {} to {}</title></rect>\n",
+            N(axis.X(p.start)), N(lane.y + 1), N(std::max(0.5, axis.X(p.end) - axis.X(p.start))),
+            N(lane.height - 2), Escape(host), At(p.start), At(p.end));
+      }
+    }
+  }
+  for (const HostBlacklisting& b : tl.blacklists) {
+    if (b.host != host) continue;
+    *out += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"url(#blacklisted)\">"
+        "<title>{} blacklisted from {} to {}</title></rect>\n",
+        N(axis.X(b.t)), N(lane.y + 1), N(std::max(0.5, axis.X(b.end) - axis.X(b.t))),
+        N(lane.height - 2), Escape(host), At(b.t), At(b.end));
+  }
+}
+
+// One row per local rank (at most 8; more share rows), a bar per process.
+void RankBars(std::string* out, const JobTimeline& tl, const TimeAxis& axis, const Lane& lane) {
+  const std::string& host = lane.host;
+  int rows = 1;
+  for (const RankRun& r : tl.runs) {
+    if (r.host == host) rows = std::max(rows, std::min(8, r.local_rank + 1));
+  }
+  const double row_h = (lane.height - 4) / rows;
+  const double bar_h = std::max(1.5, row_h - (rows > 1 ? 1 : 0));
+  for (const RankRun& r : tl.runs) {
+    if (r.host != host) continue;
+    const double x0 = axis.X(r.start);
+    const double w = std::max(1.0, axis.X(r.end) - x0);
+    const double by = lane.y + 2 + (std::max(0, r.local_rank) % rows) * row_h;
+    const std::string tip =
+        fmt::format("rank {} on {} (local rank {}{}): {} to {}, {}", r.rank, host, r.local_rank,
+                    r.round > 0 ? fmt::format(", round {}", r.round) : std::string(), At(r.start),
+                    At(r.end), DescribeRunEnd(r));
+    *out += fmt::format(
+        "<rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+        "rx=\"{}\" fill=\"{}\"><title>{}</title></rect>\n",
+        N(x0), N(by), N(w), N(bar_h), bar_h >= 8 ? "2" : "0", EndColor(r), Escape(tip));
+    // "rank 3" where it fits, else "3", else nothing (the tooltip still says it).
+    std::string label = "rank " + std::to_string(r.rank);
+    const double label_font = std::min(10.0, bar_h - 1);
+    if (w < 6 * static_cast<double>(label.size()) + 6) label = std::to_string(r.rank);
+    if (label_font >= 7 && w >= 6 * static_cast<double>(label.size()) + 6) {
+      *out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"{}\" fill=\"#fff\">{}</text>\n",
+                          N(x0 + 3), N(by + bar_h / 2 + label_font * 0.35), N(label_font), label);
+    }
+  }
+}
+
+// A cross where a rank on the lane's host failed, a "no entry" sign where the host was
+// blacklisted.
+void FailureMarks(std::string* out, const JobTimeline& tl, const TimeAxis& axis,
+                  const Lane& lane) {
+  const std::string& host = lane.host;
+  const double mid = lane.mid();
+  for (const RankFailure& f : tl.failures) {
+    if (f.host != host) continue;
+    Cross(out, axis.X(f.t), mid, std::min(5.0, lane.height / 2 - 2),
+          fmt::format("rank {} on {} failed at {}: {}", f.rank, host, At(f.t),
+                      f.signal ? ExitStatus::Signaled(*f.signal).Describe()
+                      : f.code ? ExitStatus::Exited(*f.code).Describe()
+                               : std::string("exited")));
+  }
+  for (const HostBlacklisting& b : tl.blacklists) {
+    if (b.host != host) continue;
+    // A host is usually blacklisted right after its rank failed: step aside from the cross.
+    const double r = std::min(5.0, lane.height / 2 - 2);
+    double x = axis.X(b.t);
+    for (const RankFailure& f : tl.failures) {
+      if (f.host != host || std::abs(axis.X(f.t) - x) >= 2 * r + 2) continue;
+      x = axis.X(f.t) + 2 * r + 3;
+      if (x + r > kLeft + kPlotWidth) x = axis.X(f.t) - 2 * r - 3;  // at the right edge
+    }
+    NoEntry(out, x, mid, r,
+            fmt::format("{} blacklisted at {}{}", host, At(b.t),
+                        b.reason.empty() ? "" : ": " + b.reason));
   }
 }
 
 // The host lanes, from y = top; returns the y below the last one.
 double HostLanes(std::string* out, const JobTimeline& tl, const TimeAxis& axis, double top) {
   const size_t n = tl.hosts.size();
-  const double lane = n <= 10 ? 26 : n <= 24 ? 20 : n <= 60 ? 14 : 10;
-  const double font = std::min(12.0, lane - 3);
+  const double height = n <= 10 ? 26 : n <= 24 ? 20 : n <= 60 ? 14 : 10;
   for (size_t h = 0; h < n; ++h) {
-    const std::string& host = tl.hosts[h];
-    const double y = top + static_cast<double>(h) * lane;
-    const double mid = y + lane / 2;
+    const Lane lane{h, tl.hosts[h], top + static_cast<double>(h) * height, height};
     *out += "<g class=\"lane\">\n";
-    if (h % 2 == 1) {
-      *out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f5f5f5\"/>\n",
-                          N(kLeft), N(y), N(kPlotWidth), N(lane));
-    }
-    *out += fmt::format(
-        "<text x=\"{}\" y=\"{}\" font-size=\"{}\" text-anchor=\"end\">{}"
-        "<title>{}</title></text>\n",
-        N(kLeft - 8), N(mid + font * 0.35), N(font), Escape(Clip(host, 24)), Escape(host));
-    if (tl.elastic) {
-      if (auto it = tl.presence.find(host); it != tl.presence.end()) {
-        for (const HostPresence& p : it->second) {
-          *out += fmt::format(
-              "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#dde6f0\"><title>{} "
-              "listed from {} to {}</title></rect>\n",
-              N(axis.X(p.start)), N(y + 1), N(std::max(0.5, axis.X(p.end) - axis.X(p.start))),
-              N(lane - 2), Escape(host), At(p.start), At(p.end));
-        }
-      }
-    }
-    for (const HostBlacklisting& b : tl.blacklists) {
-      if (b.host != host) continue;
-      *out += fmt::format(
-          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"url(#blacklisted)\">"
-          "<title>{} blacklisted from {} to {}</title></rect>\n",
-          N(axis.X(b.t)), N(y + 1), N(std::max(0.5, axis.X(b.end) - axis.X(b.t))), N(lane - 2),
-          Escape(host), At(b.t), At(b.end));
-    }
-
-    // One row per local rank (at most 8; more share rows), a bar per process.
-    int rows = 1;
-    for (const RankRun& r : tl.runs) {
-      if (r.host == host) rows = std::max(rows, std::min(8, r.local_rank + 1));
-    }
-    const double row_h = (lane - 4) / rows;
-    const double bar_h = std::max(1.5, row_h - (rows > 1 ? 1 : 0));
-    for (const RankRun& r : tl.runs) {
-      if (r.host != host) continue;
-      const double x0 = axis.X(r.start);
-      const double w = std::max(1.0, axis.X(r.end) - x0);
-      const double by = y + 2 + (std::max(0, r.local_rank) % rows) * row_h;
-      const std::string tip =
-          fmt::format("rank {} on {} (local rank {}{}): {} to {}, {}", r.rank, host, r.local_rank,
-                      r.round > 0 ? fmt::format(", round {}", r.round) : std::string(), At(r.start),
-                      At(r.end), DescribeRunEnd(r));
-      *out += fmt::format(
-          "<rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
-          "rx=\"{}\" fill=\"{}\"><title>{}</title></rect>\n",
-          N(x0), N(by), N(w), N(bar_h), bar_h >= 8 ? "2" : "0", EndColor(r), Escape(tip));
-      // "rank 3" where it fits, else "3", else nothing (the tooltip still says it).
-      std::string label = "rank " + std::to_string(r.rank);
-      const double label_font = std::min(10.0, bar_h - 1);
-      if (w < 6 * static_cast<double>(label.size()) + 6) label = std::to_string(r.rank);
-      if (label_font >= 7 && w >= 6 * static_cast<double>(label.size()) + 6) {
-        *out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"{}\" fill=\"#fff\">{}</text>\n",
-                            N(x0 + 3), N(by + bar_h / 2 + label_font * 0.35), N(label_font), label);
-      }
-    }
-    for (const RankFailure& f : tl.failures) {
-      if (f.host != host) continue;
-      Cross(out, axis.X(f.t), mid, std::min(5.0, lane / 2 - 2),
-            fmt::format("rank {} on {} failed at {}: {}", f.rank, host, At(f.t),
-                        f.signal ? ExitStatus::Signaled(*f.signal).Describe()
-                        : f.code ? ExitStatus::Exited(*f.code).Describe()
-                                 : std::string("exited")));
-    }
-    for (const HostBlacklisting& b : tl.blacklists) {
-      if (b.host != host) continue;
-      // A host is usually blacklisted right after its rank failed: step aside from the cross.
-      const double r = std::min(5.0, lane / 2 - 2);
-      double x = axis.X(b.t);
-      for (const RankFailure& f : tl.failures) {
-        if (f.host != host || std::abs(axis.X(f.t) - x) >= 2 * r + 2) continue;
-        x = axis.X(f.t) + 2 * r + 3;
-        if (x + r > kLeft + kPlotWidth) x = axis.X(f.t) - 2 * r - 3;  // at the right edge
-      }
-      NoEntry(out, x, mid, r,
-              fmt::format("{} blacklisted at {}{}", host, At(b.t),
-                          b.reason.empty() ? "" : ": " + b.reason));
-    }
+    LaneBackground(out, tl, axis, lane);
+    RankBars(out, tl, axis, lane);
+    FailureMarks(out, tl, axis, lane);
     *out += "</g>\n";
   }
   if (n == 0) {
     Text(out, kLeft + 6, top + 16, "no rank was started", "font-size=\"11\" fill=\"#666\"");
     return top + 24;
   }
-  return top + static_cast<double>(n) * lane;
+  return top + static_cast<double>(n) * height;
 }
 
 // Title, a line on how the job was started, the cause of a failure. Returns the y below them;

@@ -91,6 +91,42 @@ std::string SizeText(size_t bytes) {
   return std::to_string(bytes) + " B";
 }
 
+// Rank 0's first lines: what runs, over how many ranks, on which sizes.
+void PrintBanner(const World& world, const Backend& backend, const std::vector<size_t>& sizes,
+                 const SmokeOptions& options) {
+  std::printf("# etrun-smoke v%s: allreduce (sum, float32) over %d rank%s, backend %s\n",
+              ETRUN_VERSION, world.size, world.size == 1 ? "" : "s", backend.name().c_str());
+  const std::string range = sizes.size() == 1
+                                ? SizeText(sizes.front())
+                                : SizeText(sizes.front()) + " to " + SizeText(sizes.back()) +
+                                      " (x" + std::to_string(options.step_factor) + ")";
+  std::printf("# %s, %d timed and %d warm-up allreduces per size, every element checked\n",
+              range.c_str(), options.iters, options.warmup);
+}
+
+// Rank 0 prints the sweep's summary and, when any element came back wrong, the error line.
+// Returns how many elements came back wrong (on every rank).
+int64_t ReportResults(const std::vector<SizeResult>& results, const World& world) {
+  int64_t wrong = 0;
+  size_t bad_sizes = 0;
+  size_t first_bad = 0;
+  for (const SizeResult& r : results) {
+    if (r.wrong > 0 && bad_sizes++ == 0) first_bad = r.bytes;
+    wrong += r.wrong;
+  }
+  if (world.rank == 0) {
+    std::fputs(Summary(results, world.size).c_str(), stdout);
+    std::fflush(stdout);
+    if (wrong > 0) {
+      Fail(kExitFailure, std::to_string(wrong) + " wrong elements in " +
+                             std::to_string(bad_sizes) + " of " + std::to_string(results.size()) +
+                             " sizes (first at " + std::to_string(first_bad) +
+                             " B): the network or a device corrupts data");
+    }
+  }
+  return wrong;
+}
+
 int Run(const std::vector<std::string>& args) {
   SmokeOptions options;
   std::string err;
@@ -124,16 +160,7 @@ int Run(const std::vector<std::string>& args) {
   if (backend == nullptr) return Fail(kExitFailure, who + err);
 
   const std::vector<size_t> sizes = SweepSizes(options);
-  if (world.rank == 0) {
-    std::printf("# etrun-smoke v%s: allreduce (sum, float32) over %d rank%s, backend %s\n",
-                ETRUN_VERSION, world.size, world.size == 1 ? "" : "s", backend->name().c_str());
-    const std::string range = sizes.size() == 1
-                                  ? SizeText(sizes.front())
-                                  : SizeText(sizes.front()) + " to " + SizeText(sizes.back()) +
-                                        " (x" + std::to_string(options.step_factor) + ")";
-    std::printf("# %s, %d timed and %d warm-up allreduces per size, every element checked\n",
-                range.c_str(), options.iters, options.warmup);
-  }
+  if (world.rank == 0) PrintBanner(world, *backend, sizes, options);
   if (!PrintRankLines(world, *backend, &kv, timeout, &err)) return Fail(kExitFailure, who + err);
   if (!backend->Allocate(sizes.back() / sizeof(float), &err)) {
     return Fail(kExitFailure, who + err);
@@ -150,23 +177,7 @@ int Run(const std::vector<std::string>& args) {
   if (!RunSweep(backend.get(), world.rank, world.size, options, print_row, &results, &err)) {
     return Fail(kExitFailure, who + err);
   }
-  int64_t wrong = 0;
-  size_t bad_sizes = 0;
-  size_t first_bad = 0;
-  for (const SizeResult& r : results) {
-    if (r.wrong > 0 && bad_sizes++ == 0) first_bad = r.bytes;
-    wrong += r.wrong;
-  }
-  if (world.rank == 0) {
-    std::fputs(Summary(results, world.size).c_str(), stdout);
-    std::fflush(stdout);
-    if (wrong > 0) {
-      Fail(kExitFailure, std::to_string(wrong) + " wrong elements in " +
-                             std::to_string(bad_sizes) + " of " + std::to_string(results.size()) +
-                             " sizes (first at " + std::to_string(first_bad) +
-                             " B): the network or a device corrupts data");
-    }
-  }
+  const int64_t wrong = ReportResults(results, world);
   // A last barrier: no rank exits (which may make etrun stop the others) before rank 0 has
   // written its report.
   std::vector<double> barrier = {0};

@@ -2,11 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,13 +15,13 @@
 #include <cstdlib>
 #include <mutex>
 #include <random>
-#include <stdexcept>
-#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 #include <libssh2.h>
 #include <spdlog/spdlog.h>
+
+#include "launcher/ssh/ssh_connect.h"
 
 namespace etrun::launcher {
 
@@ -36,111 +32,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kSshFailure = 255;
 constexpr size_t kReadChunk = 32 << 10;
 
-std::string SessionError(LIBSSH2_SESSION* session) {
-  char* message = nullptr;
-  libssh2_session_last_error(session, &message, nullptr, 0);
-  return message != nullptr && *message != '\0' ? message : "unknown libssh2 error";
-}
-
-// Sets the session's preference for `method_type` to the names in `wanted` (comma-separated, in
-// order) that this libssh2 supports. libssh2 1.10 (Debian 12) drops unsupported names itself with
-// an overlapping memcpy -- undefined behaviour that ASan reports, and "rsa-sha2-512" is one it
-// lacks -- so it is only ever handed names it knows.
-void PreferMethods(LIBSSH2_SESSION* session, int method_type, std::string_view wanted) {
-  const char** algs = nullptr;
-  int count = libssh2_session_supported_algs(session, method_type, &algs);
-  if (count <= 0) return;  // libssh2's own defaults then
-  std::string supported;
-  while (!wanted.empty()) {
-    size_t comma = wanted.find(',');
-    std::string_view name = wanted.substr(0, comma);
-    wanted.remove_prefix(comma == std::string_view::npos ? wanted.size() : comma + 1);
-    for (int i = 0; i < count; ++i) {
-      if (name == algs[i]) {
-        if (!supported.empty()) supported += ',';
-        supported += name;
-        break;
-      }
-    }
-  }
-  libssh2_free(session, algs);
-  if (!supported.empty()) libssh2_session_method_pref(session, method_type, supported.c_str());
-}
-
-// Connects with a timeout; the socket comes back non-blocking. Returns -1 with *err set.
-int Connect(const SshTarget& t, std::string* err) {
-  struct addrinfo hints = {};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  struct addrinfo* result = nullptr;
-  std::string port = std::to_string(t.port);
-  if (int rc = getaddrinfo(t.host.c_str(), port.c_str(), &hints, &result); rc != 0) {
-    *err = std::string("cannot resolve the host name: ") + gai_strerror(rc);
-    return -1;
-  }
-  *err = "no address";
-  for (struct addrinfo* a = result; a != nullptr; a = a->ai_next) {
-    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-    if (fd < 0) continue;
-    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
-      struct pollfd p = {fd, POLLOUT, 0};
-      int n = poll(&p, 1, t.connect_timeout_s * 1000);
-      int so_error = 0;
-      socklen_t len = sizeof(so_error);
-      if (n == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) == 0 && so_error == 0) {
-        freeaddrinfo(result);
-        return fd;
-      }
-      *err = n == 0 ? "connection timed out after " + std::to_string(t.connect_timeout_s) +
-                          " s (--ssh-connect-timeout)"
-                    : std::string("cannot connect: ") + strerror(so_error != 0 ? so_error : errno);
-    } else {
-      *err = std::string("cannot connect: ") + strerror(errno);
-    }
-    close(fd);
-  }
-  freeaddrinfo(result);
-  return -1;
-}
-
-// A host that stops answering is lost after this long with data unacknowledged; keepalives
-// make sure there is data in flight even when the ranks are quiet.
-void ConfigureLiveness(int fd, const SshTarget& t) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-  unsigned int user_timeout_ms = static_cast<unsigned int>(std::max(2 * t.connect_timeout_s, 4)) * 1000;
-  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
-}
-
-// This user's passwd entry, read reentrantly: every SshHost runs on a thread of its own, and
-// getpwuid's static buffer is shared (ThreadSanitizer caught two hosts authenticating at once).
-bool OwnPasswd(std::string* name, std::string* dir) {
-  struct passwd entry;
-  struct passwd* found = nullptr;
-  std::vector<char> buffer(16384);
-  if (getpwuid_r(getuid(), &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
-    return false;
-  }
-  *name = entry.pw_name;
-  *dir = entry.pw_dir;
-  return true;
-}
-
-std::string HomeDir() {
-  const char* home = getenv("HOME");
-  if (home != nullptr && *home != '\0') return home;
-  std::string name, dir;
-  return OwnPasswd(&name, &dir) ? dir : "/";
-}
-
-std::string UserName() {
-  std::string name, dir;
-  if (OwnPasswd(&name, &dir)) return name;
-  const char* user = getenv("USER");
-  return user != nullptr ? user : "root";
-}
-
 int SignalNumber(const std::string& name) {
   for (int sig = 1; sig < NSIG; ++sig) {
     const char* abbrev = sigabbrev_np(sig);
@@ -149,9 +40,8 @@ int SignalNumber(const std::string& name) {
   return 0;
 }
 
-struct Session {
-  int sock = -1;
-  LIBSSH2_SESSION* ssh = nullptr;
+// A connection and the channels the host's ranks run on it.
+struct Session : SshConnection {
   int channels = 0;
   int max_channels = INT_MAX;  // lowered when the server refuses one more (sshd's MaxSessions)
   Clock::time_point next_keepalive;
@@ -187,11 +77,7 @@ struct SshHost::State {
   void Drop(Client* c);
   void LoseSession(Session* s, const std::string& why);
   void CloseSession(Session* s);
-  template <typename F>
-  int Await(Session* s, F call, int timeout_ms);
-  bool CheckHostKey(Session* s, std::string* err);
-  bool Authenticate(Session* s, std::string* err);
-  std::string Label() const { return fmt::format("ssh {}:{}", target.host, target.port); }
+  std::string Label() const { return SshLabel(target); }
 
   SshTarget target;
   std::shared_ptr<std::atomic<bool>> unreachable;
@@ -207,159 +93,20 @@ SshHost::State::~State() {
   while (!sessions.empty()) CloseSession(sessions.back().get());  // erases it
 }
 
-// Repeats a non-blocking libssh2 call until it stops answering EAGAIN, waiting on the socket in
-// the direction libssh2 is blocked on. Gives up with LIBSSH2_ERROR_TIMEOUT after timeout_ms.
-template <typename F>
-int SshHost::State::Await(Session* s, F call, int timeout_ms) {
-  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  int rc;
-  while ((rc = call()) == LIBSSH2_ERROR_EAGAIN) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return LIBSSH2_ERROR_TIMEOUT;
-    struct pollfd p = {s->sock, 0, 0};
-    int dir = libssh2_session_block_directions(s->ssh);
-    if (dir & LIBSSH2_SESSION_BLOCK_INBOUND) p.events |= POLLIN;
-    if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND) p.events |= POLLOUT;
-    if (p.events == 0) p.events = POLLIN;
-    poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-  }
-  return rc;
-}
-
-bool SshHost::State::CheckHostKey(Session* s, std::string* err) {
-  size_t key_len = 0;
-  int key_type = 0;
-  const char* key = libssh2_session_hostkey(s->ssh, &key_len, &key_type);
-  if (key == nullptr) {
-    *err = "the server sent no host key";
-    return false;
-  }
-  LIBSSH2_KNOWNHOSTS* known = libssh2_knownhost_init(s->ssh);
-  std::string path = HomeDir() + "/.ssh/known_hosts";
-  libssh2_knownhost_readfile(known, path.c_str(), LIBSSH2_KNOWNHOST_FILE_OPENSSH);
-  int type_mask = LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW;
-  switch (key_type) {
-    case LIBSSH2_HOSTKEY_TYPE_RSA: type_mask |= LIBSSH2_KNOWNHOST_KEY_SSHRSA; break;
-    case LIBSSH2_HOSTKEY_TYPE_ECDSA_256: type_mask |= LIBSSH2_KNOWNHOST_KEY_ECDSA_256; break;
-    case LIBSSH2_HOSTKEY_TYPE_ECDSA_384: type_mask |= LIBSSH2_KNOWNHOST_KEY_ECDSA_384; break;
-    case LIBSSH2_HOSTKEY_TYPE_ECDSA_521: type_mask |= LIBSSH2_KNOWNHOST_KEY_ECDSA_521; break;
-    case LIBSSH2_HOSTKEY_TYPE_ED25519: type_mask |= LIBSSH2_KNOWNHOST_KEY_ED25519; break;
-    default: type_mask |= LIBSSH2_KNOWNHOST_KEY_UNKNOWN; break;
-  }
-  struct libssh2_knownhost* match = nullptr;
-  int check = libssh2_knownhost_checkp(known, target.host.c_str(), target.port, key, key_len,
-                                       type_mask, &match);
-  libssh2_knownhost_free(known);
-  if (check == LIBSSH2_KNOWNHOST_CHECK_MATCH) return true;
-  if (check == LIBSSH2_KNOWNHOST_CHECK_MISMATCH) {
-    *err = "the host key differs from the one in " + path +
-           ": refusing to connect (if the host was reinstalled, remove its old key with "
-           "ssh-keygen -R)";
-    return false;
-  }
-  if (target.strict_host_keys) {
-    *err = "the host is not in " + path +
-           " and --ssh-strict-host-keys is set: add it (e.g. ssh-keyscan) or drop the flag";
-    return false;
-  }
-  // horovodrun runs ssh with StrictHostKeyChecking=no: accept, but say so (once per connection).
-  spdlog::warn("{}: host not in {}; accepting its key", Label(), path);
-  return true;
-}
-
-bool SshHost::State::Authenticate(Session* s, std::string* err) {
-  int timeout_ms = target.connect_timeout_s * 1000;
-  std::string user = UserName();
-  auto from_file = [&](const std::string& key) {
-    return Await(s, [&] {
-      return libssh2_userauth_publickey_fromfile(s->ssh, user.c_str(), nullptr, key.c_str(), nullptr);
-    }, timeout_ms);
-  };
-  if (!target.identity_file.empty()) {
-    if (from_file(target.identity_file) == 0) return true;
-    *err = "key " + target.identity_file + " was refused for user " + user + ": " + SessionError(s->ssh);
-    return false;
-  }
-  // The agent talks over its own socket: use libssh2's blocking mode for it, bounded by the
-  // session timeout.
-  libssh2_session_set_blocking(s->ssh, 1);
-  libssh2_session_set_timeout(s->ssh, timeout_ms);
-  bool ok = false;
-  if (LIBSSH2_AGENT* agent = libssh2_agent_init(s->ssh)) {
-    if (libssh2_agent_connect(agent) == 0 && libssh2_agent_list_identities(agent) == 0) {
-      struct libssh2_agent_publickey* identity = nullptr;
-      while (!ok && libssh2_agent_get_identity(agent, &identity, identity) == 0) {
-        ok = libssh2_agent_userauth(agent, user.c_str(), identity) == 0;
-      }
-      libssh2_agent_disconnect(agent);
-    }
-    libssh2_agent_free(agent);
-  }
-  libssh2_session_set_timeout(s->ssh, 0);
-  libssh2_session_set_blocking(s->ssh, 0);
-  if (ok) return true;
-  for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
-    std::string key = HomeDir() + "/.ssh/" + name;
-    if (access(key.c_str(), R_OK) == 0 && from_file(key) == 0) return true;
-  }
-  *err = "no key was accepted for user " + user +
-         " (tried ssh-agent and ~/.ssh/id_{ed25519,ecdsa,rsa}): give one with -i";
-  return false;
-}
-
 Session* SshHost::State::OpenSession(std::string* err) {
   auto s = std::make_unique<Session>();
-  s->sock = Connect(target, err);
-  if (s->sock < 0) return nullptr;
-  ConfigureLiveness(s->sock, target);
-  s->ssh = libssh2_session_init();
-  if (s->ssh == nullptr) {
-    close(s->sock);
-    *err = "cannot initialize an SSH session";
-    return nullptr;
-  }
-  libssh2_session_set_blocking(s->ssh, 0);
-  // Prefer the cheap modern key exchange OpenSSH's client uses; libssh2 would otherwise settle on
-  // a Diffie-Hellman group exchange whose big modular arithmetic costs the server ~10x more CPU.
-  PreferMethods(s->ssh, LIBSSH2_METHOD_KEX,
-                "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,"
-                "ecdh-sha2-nistp384,diffie-hellman-group14-sha256,"
-                "diffie-hellman-group-exchange-sha256");
-  PreferMethods(s->ssh, LIBSSH2_METHOD_HOSTKEY,
-                "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256,ssh-rsa");
-  Session* raw = s.get();
-  sessions.push_back(std::move(s));
-  int timeout_ms = target.connect_timeout_s * 1000;
-  int rc = Await(raw, [&] { return libssh2_session_handshake(raw->ssh, raw->sock); }, timeout_ms);
-  if (rc != 0) {
-    *err = rc == LIBSSH2_ERROR_TIMEOUT
-               ? "no SSH handshake within " + std::to_string(target.connect_timeout_s) +
-                     " s (--ssh-connect-timeout)"
-               : "SSH handshake failed: " + SessionError(raw->ssh);
-    CloseSession(raw);
-    return nullptr;
-  }
-  if (!CheckHostKey(raw, err) || !Authenticate(raw, err)) {
-    CloseSession(raw);
-    return nullptr;
-  }
+  if (!OpenSshConnection(target, s.get(), err)) return nullptr;
   int interval = std::max(1, target.connect_timeout_s / 2);
-  libssh2_keepalive_config(raw->ssh, 1, static_cast<unsigned>(interval));
-  raw->next_keepalive = Clock::now() + std::chrono::seconds(interval);
+  libssh2_keepalive_config(s->ssh, 1, static_cast<unsigned>(interval));
+  s->next_keepalive = Clock::now() + std::chrono::seconds(interval);
   spdlog::debug("{}: connected", Label());
   unreachable->store(false);
-  return raw;
+  sessions.push_back(std::move(s));
+  return sessions.back().get();
 }
 
 void SshHost::State::CloseSession(Session* s) {
-  if (s->ssh != nullptr) {
-    // Best effort and short: the peer may be gone.
-    Await(s, [&] { return libssh2_session_disconnect(s->ssh, "etrun is done"); }, 200);
-    libssh2_session_free(s->ssh);
-    s->ssh = nullptr;
-  }
-  if (s->sock >= 0) close(s->sock);
-  s->sock = -1;
+  CloseSshConnection(s);
   std::erase_if(sessions, [s](const std::unique_ptr<Session>& x) { return x.get() == s; });
 }
 
@@ -381,8 +128,8 @@ void SshHost::State::Fail(Client* c, const std::string& what) {
 void SshHost::State::Drop(Client* c) {
   if (c->channel != nullptr) {
     Session* s = c->session;
-    Await(s, [&] { return libssh2_channel_close(c->channel); }, 1000);
-    Await(s, [&] { return libssh2_channel_free(c->channel); }, 1000);
+    AwaitSsh(s, [&] { return libssh2_channel_close(c->channel); }, 1000);
+    AwaitSsh(s, [&] { return libssh2_channel_free(c->channel); }, 1000);
     c->channel = nullptr;
     --s->channels;
   }
@@ -482,8 +229,8 @@ void SshHost::State::ReadClient(Client* c) {
     }
     if (data[0] == 'T' && c->channel != nullptr) {
       // Stop: EOF on the remote command's stdin makes the wrapper stop it (ssh_rank.h).
-      if (Await(c->session, [&] { return libssh2_channel_send_eof(c->channel); }, 1000) != 0) {
-        LoseSession(c->session, "cannot send EOF: " + SessionError(c->session->ssh));
+      if (AwaitSsh(c->session, [&] { return libssh2_channel_send_eof(c->channel); }, 1000) != 0) {
+        LoseSession(c->session, "cannot send EOF: " + SshSessionError(c->session->ssh));
         return;
       }
     }
@@ -512,7 +259,7 @@ void SshHost::State::Start(Client* c) {
       return;
     }
     LIBSSH2_CHANNEL* channel = nullptr;
-    int rc = Await(s, [&] {
+    int rc = AwaitSsh(s, [&] {
       channel = libssh2_channel_open_session(s->ssh);
       return channel != nullptr ? 0 : libssh2_session_last_errno(s->ssh);
     }, timeout_ms);
@@ -522,14 +269,14 @@ void SshHost::State::Start(Client* c) {
       continue;
     }
     if (rc != 0) {
-      LoseSession(s, "cannot open a channel: " + SessionError(s->ssh));
+      LoseSession(s, "cannot open a channel: " + SshSessionError(s->ssh));
       if (!c->done) Fail(c, "cannot open a channel");
       return;
     }
-    rc = Await(s, [&] { return libssh2_channel_exec(channel, c->command.c_str()); }, timeout_ms);
+    rc = AwaitSsh(s, [&] { return libssh2_channel_exec(channel, c->command.c_str()); }, timeout_ms);
     if (rc != 0) {
-      std::string why = SessionError(s->ssh);
-      Await(s, [&] { return libssh2_channel_free(channel); }, 1000);
+      std::string why = SshSessionError(s->ssh);
+      AwaitSsh(s, [&] { return libssh2_channel_free(channel); }, 1000);
       Fail(c, "cannot run the command: " + why);
       return;
     }
@@ -563,7 +310,7 @@ bool SshHost::State::Pump(Client* c) {
                                           buffer, sizeof(buffer));
       if (n == LIBSSH2_ERROR_EAGAIN || n == 0) break;
       if (n < 0) {
-        LoseSession(c->session, SessionError(c->session->ssh));
+        LoseSession(c->session, SshSessionError(c->session->ssh));
         return true;
       }
       progress = true;
@@ -592,11 +339,11 @@ bool SshHost::State::Pump(Client* c) {
 void SshHost::State::Finish(Client* c) {
   Session* s = c->session;
   int timeout_ms = target.connect_timeout_s * 1000;
-  int rc = Await(s, [&] { return libssh2_channel_close(c->channel); }, timeout_ms);
-  if (rc == 0) rc = Await(s, [&] { return libssh2_channel_wait_closed(c->channel); }, timeout_ms);
+  int rc = AwaitSsh(s, [&] { return libssh2_channel_close(c->channel); }, timeout_ms);
+  if (rc == 0) rc = AwaitSsh(s, [&] { return libssh2_channel_wait_closed(c->channel); }, timeout_ms);
   if (rc != 0) {
     // Without the close, the exit status may be missing (libssh2 then reports 0): never guess.
-    LoseSession(s, "closing a channel: " + SessionError(s->ssh));
+    LoseSession(s, "closing a channel: " + SshSessionError(s->ssh));
     return;
   }
   char* signal_name = nullptr;
@@ -611,7 +358,7 @@ void SshHost::State::Finish(Client* c) {
   } else {
     code = libssh2_channel_get_exit_status(c->channel);
   }
-  Await(s, [&] { return libssh2_channel_free(c->channel); }, 1000);
+  AwaitSsh(s, [&] { return libssh2_channel_free(c->channel); }, 1000);
   c->channel = nullptr;
   c->session = nullptr;
   --s->channels;
@@ -664,7 +411,7 @@ void SshHost::State::Run(int listen_fd, int wake_fd) {
       int next = 0;
       int rc = libssh2_keepalive_send(s->ssh, &next);
       if (rc != 0 && rc != LIBSSH2_ERROR_EAGAIN) {
-        LoseSession(s, SessionError(s->ssh));
+        LoseSession(s, SshSessionError(s->ssh));
         break;  // sessions changed
       }
       s->next_keepalive = now + std::chrono::seconds(std::max(next, 1));

@@ -84,6 +84,18 @@ struct Server {
   std::thread thread;
 };
 
+// Waits until the server has handed `count` rank_and_size requests to the driver. False after
+// `limit`: the test then fails with its own message instead of spinning for ever.
+bool WaitForReady(FakeDriver* driver, size_t count,
+                  std::chrono::seconds limit = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (driver->ready_count() < count) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 // The exact body Horovod's worker sends for ({'lo': [('127.0.0.1', 40000)]}, bytes(range(32))).
 const char* kAddressesBody =
     "gAWVQgAAAAAAAAB9lIwCbG+UXZSMCTEyNy4wLjAuMZRNQJyGlGFzQyAAAQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eH5SGlC4=";
@@ -95,7 +107,8 @@ TEST_CASE("rank_and_size is held until the driver's barrier opens, then answered
   auto answer = std::async(std::launch::async, [&] {
     return Exchange(s.server.port(), CppClient("GET", "/rank_and_size/hostA:0"));
   });
-  while (s.driver.ready_count() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE_MESSAGE(WaitForReady(&s.driver, 1),
+                  "GET /rank_and_size did not reach the driver within 10 s");
   CHECK(answer.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
   s.OnLoop([&] { s.driver.pending[0](SlotInfo{"hostA", 1, 3, 0, 1, 1, 3}); });
   std::string r = answer.get();
@@ -109,7 +122,8 @@ TEST_CASE("a slot without assignment gets minus ones, never a 404") {
   auto answer = std::async(std::launch::async, [&] {
     return Exchange(s.server.port(), CppClient("GET", "/rank_and_size/gone-host:3"));
   });
-  while (s.driver.ready_count() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE_MESSAGE(WaitForReady(&s.driver, 1),
+                  "GET /rank_and_size did not reach the driver within 10 s");
   s.OnLoop([&] { s.driver.pending[0](std::nullopt); });
   std::string r = answer.get();
   CHECK(Status(r) == 200);

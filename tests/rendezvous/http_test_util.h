@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <string>
@@ -16,9 +17,12 @@ namespace etrun::testing {
 
 
 // Sends raw bytes on a new connection and reads responses as Horovod's C++ client does: by
-// Content-Length. Returns once `responses` complete responses arrived or the server closed.
+// Content-Length. Returns once `responses` complete responses arrived, the server closed, or
+// nothing came for 30 s (so that a test whose server never answers fails instead of hanging).
 inline std::string Exchange(int port, const std::string& request, bool half_close = false, int responses = 1) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval receive_timeout{30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &receive_timeout, sizeof(receive_timeout));
   sockaddr_in sin{};
   sin.sin_family = AF_INET;
   sin.sin_port = htons(static_cast<uint16_t>(port));

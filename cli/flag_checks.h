@@ -1,0 +1,43 @@
+// flag_checks: what ParseArgs (flags.h) checks once CLI11 has filled a JobConfig from the flag
+// table: argparse's mutually exclusive groups, value ranges and the relations between flags (-np
+// against --min-np and --max-np, the cooldown range, the SSH port, --priority), the tunables' >= 0
+// rule, the --network-interface and --rendezvous-allow lists, --mpi's rules and the flags that are
+// not supported yet. Each function returns false and sets *err to one line (without
+// "etrun: error: ") at the first problem it finds. Internal to cli/. Pure; thread-safe.
+#ifndef ETRUN_CLI_FLAG_CHECKS_H_
+#define ETRUN_CLI_FLAG_CHECKS_H_
+
+#include <string>
+#include <vector>
+
+#include "cli/flag_table.h"
+#include "launcher/job_config.h"
+
+namespace etrun::cli {
+
+// At most one flag of each of horovodrun's mutually exclusive groups was given.
+bool CheckExclusions(const FlagTable& table, std::string* err);
+
+// -np is given; counts, timeouts and intervals are in range; -np fits --min-np and --max-np;
+// --priority goes with --pool; the cooldown range, the SSH port and --remote-shell are valid.
+bool CheckLaunchValues(const FlagTable& table, const JobConfig& config, std::string* err);
+
+// Every tunable is >= 0; the Gaussian process noise is within 0..1.
+bool CheckTunables(const FlagTable& table, const Tunables& tunables, std::string* err);
+
+// Splits the --network-interface(s) values on commas into *nics, first appearance first.
+bool CollectNics(const FlagTable& table, std::vector<std::string>* nics, std::string* err);
+
+// Splits the --rendezvous-allow values on commas into *networks, each a valid CIDR network.
+bool CollectAllowed(const FlagTable& table, std::vector<std::string>* networks, std::string* err);
+
+// --mpi's rules: static jobs only (horovodrun runs elastic jobs with Gloo), no GPU slots (mpirun
+// decides local ranks), and --mpi-args/--binding-args that split like shell words.
+bool CheckMpi(const FlagTable& table, const JobConfig& config, std::string* err);
+
+// None of the flags whose feature lands in a later release was given.
+bool CheckNotSupportedYet(const FlagTable& table, std::string* err);
+
+}  // namespace etrun::cli
+
+#endif  // ETRUN_CLI_FLAG_CHECKS_H_
