@@ -1,11 +1,8 @@
-// ScriptRunner: where an elastic job's (or a shared pool's) host list comes from (spec §2.4).
-// Each Run hands back one listing, "host:slots" lines as a discovery script prints them, or why
-// there is none. There are three: launcher::ShellScriptRunner runs the discovery script,
-// `/bin/sh -c <script>`, off the caller's thread and with a timeout
-// (launcher/shell_script_runner.h: processes are the launcher's); FixedHosts is a list that never
-// changes (-H, --hostfile or localhost:<np> in an elastic job); pool::PoolClient lists what a
-// shared pool grants the job (pool/pool_client.h). The elastic driver's tests need none: they
-// give it ScriptResults directly. Run from one thread.
+// ScriptRunner: runs a host discovery script (spec §2.4) and hands back what it printed, or why
+// it failed. The real one, launcher::ShellScriptRunner (launcher/shell_script_runner.h:
+// processes are the launcher's), runs `/bin/sh -c <script>` off the caller's thread with a
+// timeout. An elastic job sees it through a ScriptHostSource (host_source.h), which parses each
+// run into a HostGrant; a shared pool's daemon polls it itself. Run from one thread.
 #ifndef ETRUN_DISCOVERY_SCRIPT_RUNNER_H_
 #define ETRUN_DISCOVERY_SCRIPT_RUNNER_H_
 
@@ -34,16 +31,6 @@ class ScriptRunner {
   virtual void Run(std::function<void(ScriptResult)> done) = 0;
   // Ends a run in progress and waits until its `done` has returned; no Run may follow.
   virtual void Stop() {}
-};
-
-// A "script" that always prints the same hosts: done runs at once, on the caller's thread.
-class FixedHosts : public ScriptRunner {
- public:
-  explicit FixedHosts(std::string output) : output_(std::move(output)) {}
-  void Run(std::function<void(ScriptResult)> done) override { done({true, output_, "", ""}); }
-
- private:
-  std::string output_;
 };
 
 }  // namespace etrun::discovery
