@@ -9,7 +9,6 @@
 
 #include "events/schema.h"
 #include "launcher/gpu_slots.h"
-#include "launcher/runtime.h"
 
 namespace etrun::launcher {
 
@@ -60,9 +59,9 @@ ElasticPolicy::~ElasticPolicy() {
 }
 
 bool ElasticPolicy::Prepare(JobResult* result) {
-  const JobConfig& config = runtime_->config();
+  const JobConfig& config = context_->config();
   std::string err;
-  source_ = runtime_->services().hosts;
+  source_ = context_->host_source();
   if (source_ == nullptr) {
     // Hosts are fixed (-H, --hostfile, or localhost:<np>): looked up now, before the loop runs.
     std::vector<discovery::HostSlots> hosts;
@@ -72,7 +71,7 @@ bool ElasticPolicy::Prepare(JobResult* result) {
     }
     std::vector<std::string> names;
     for (const discovery::HostSlots& h : hosts) names.push_back(h.name);
-    runtime_->hosts().Resolve(names);
+    context_->hosts().Resolve(names);
     fixed_hosts_ = std::make_unique<discovery::FixedHostSource>(hosts);
     source_ = fixed_hosts_.get();
   }
@@ -82,10 +81,10 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   std::string nic, unused;
   // Ranks through --remote-shell run elsewhere (pods): listen where they can reach this machine.
   if (nics.empty() && !config.remote_shell.empty() &&
-      discovery::FirstNonLoopback(runtime_->hosts().interfaces(), &nic, &unused)) {
+      discovery::FirstNonLoopback(context_->hosts().interfaces(), &nic, &unused)) {
     nics = {nic};
   }
-  if (!discovery::ChooseLocalNics(nics, runtime_->hosts().interfaces(), &run_.nics, &driver_ip,
+  if (!discovery::ChooseLocalNics(nics, context_->hosts().interfaces(), &run_.nics, &driver_ip,
                                   &err)) {
     *result = {kExitUsage, err};
     return false;
@@ -93,7 +92,7 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   // Per rank: two output pipes and a short-lived exec-status pipe (plus two log files).
   int most_ranks = config.max_np.value_or(std::max(config.num_proc.value_or(1), 4096));
   rlim_t files = static_cast<rlim_t>(most_ranks) * (config.output_filename.empty() ? 3 : 5) + 64;
-  FileLimit* limit = runtime_->services().file_limit;
+  FileLimit* limit = context_->file_limit();
   if (limit != nullptr && !limit->Ensure(files, fmt::format("{} ranks", most_ranks), &err) &&
       config.max_np) {
     *result = {kExitUsage, err};
@@ -103,14 +102,14 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   run_.rendezvous_addr = driver_ip;
   run_.master_addr = driver_ip;
   run_.master_port = discovery::FindFreePort(driver_ip, &err);
-  if (!LocalGpuSlots(config, runtime_->environment(), &run_.gpus, &err)) {
+  if (!LocalGpuSlots(config, context_->environment(), &run_.gpus, &err)) {
     *result = {kExitUsage, err};
     return false;
   }
   options_.np = config.num_proc.value_or(1);
   options_.min_np = config.min_np.value_or(options_.np);
   options_.max_np = config.max_np;
-  options_.elastic_timeout = ElasticTimeout(config, runtime_->environment());
+  options_.elastic_timeout = ElasticTimeout(config, context_->environment());
   options_.reset_limit = config.reset_limit;
   options_.restart_all = config.restart_mode;
   options_.recovery_grace = config.recovery_grace();
@@ -123,25 +122,23 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   host_manager_ = std::make_unique<discovery::HostManager>(config.cooldown_range, [this] {
     return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
   });
-  notifier_ = std::make_unique<rendezvous::Notifier>(&runtime_->io());
+  notifier_ = std::make_unique<rendezvous::Notifier>(&context_->io());
   WorkerControl* workers = this;  // private bases: converted here, where they are accessible
   CoordinatorNotifier* notifier = this;
   driver_ = std::make_unique<ElasticDriver>(options_, host_manager_.get(), workers, notifier,
-                                            &store_, runtime_->Now());
-  driver_->set_events(&runtime_->events());
+                                            &store_, context_->Now());
+  driver_->set_events(&context_->events());
   handler_ = std::make_unique<rendezvous::RendezvousHandler>(&store_, driver_.get());
   store_.set_on_scope_done([this](std::string_view scope) {
-    if (scope == "global") driver_->OnWorldReady(runtime_->Now());
+    if (scope == "global") driver_->OnWorldReady(context_->Now());
   });
   // A worker's first rendezvous request: PUT /global/rank_<r> (spec §4.6).
   store_.set_on_put([this](std::string_view scope, std::string_view key) {
     int rank = -1;
     if (scope != "global" || !key.starts_with("rank_")) return;
     auto [end, ec] = std::from_chars(key.data() + 5, key.data() + key.size(), rank);
-    if (ec == std::errc() && end == key.data() + key.size()) driver_->OnWorkerArrived(rank, runtime_->Now());
+    if (ec == std::errc() && end == key.data() + key.size()) driver_->OnWorkerArrived(rank, context_->Now());
   });
-  poll_timer_ = std::make_unique<asio::steady_timer>(runtime_->io());
-  tick_timer_ = std::make_unique<asio::steady_timer>(runtime_->io());
   return true;
 }
 
@@ -154,18 +151,19 @@ void ElasticPolicy::Begin(int rendezvous_port) {
 // Discovery: one run at a time, the interval counted from the end of the last.
 void ElasticPolicy::Poll() {
   std::weak_ptr<bool> alive = alive_;
-  Runtime* runtime = runtime_;
+  JobContext* context = context_;
   // A job uses at most max-np hosts (one slot each at least), beyond the blacklisted ones.
   size_t most = options_.max_np ? static_cast<size_t>(*options_.max_np) + 16 : kResolveAhead;
   std::map<std::string, std::vector<int>> live;  // every process not yet reaped holds its slot
   for (const auto& [id, key] : slots_) live[key.first].push_back(key.second);
   source_->ReportLive(std::move(live));
   polling_ = true;
-  source_->Poll([this, alive, runtime, most](discovery::HostGrant grant) {
+  // Posted from the source's thread (Post is thread-safe).
+  source_->Poll([this, alive, context, most](discovery::HostGrant grant) {
     // On the source's thread (or at once for fixed hosts): look the names up here, not on the
     // loop, so a slow resolver delays only this grant.
-    runtime->hosts().Resolve(HostNames(grant, most));
-    asio::post(runtime->io(), [this, alive, grant = std::move(grant)] {
+    context->hosts().Resolve(HostNames(grant, most));
+    context->Post([this, alive, grant = std::move(grant)] {
       if (alive.lock()) AfterPoll(grant);
     });
   });
@@ -174,7 +172,7 @@ void ElasticPolicy::Poll() {
 void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
   polling_ = false;
   // The script's stderr reaches the user as horovodrun passes it through.
-  if (!grant.errors.empty()) runtime_->sink().Append(runtime_->console().console_err, grant.errors);
+  if (!grant.errors.empty()) context_->Write(context_->console().console_err, grant.errors);
   // The facts of the hosts the driver plans with: a local rank keeps its slot's facts until a
   // grant names that place again.
   if (grant.ok) {
@@ -184,24 +182,20 @@ void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
       std::copy(facts.begin(), facts.end(), mine.begin());
     }
   }
-  driver_->OnDiscovery(grant, runtime_->Now());
-  runtime_->CheckDone();
+  driver_->OnDiscovery(grant, context_->Now());
+  context_->CheckDone();
   if (driver_->finished()) return;
-  poll_timer_->expires_after(runtime_->config().discovery_interval());
-  // A wait that an early poll superseded may already be queued (cancel() cannot stop it): only
-  // the latest wait polls, so there is one chain of runs.
+  // Only the latest wait polls, so there is one chain of runs (an early poll drops the wait).
   uint64_t wait = ++poll_wait_;
-  poll_timer_->async_wait([this, wait](const boost::system::error_code& ec) {
-    if (!ec && wait == poll_wait_) Poll();
+  poll_timer_ = context_->After(context_->config().discovery_interval(), [this, wait] {
+    if (wait == poll_wait_) Poll();
   });
 }
 
 void ElasticPolicy::Tick() {
-  tick_timer_->expires_after(kTick);
-  tick_timer_->async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
-    driver_->OnTick(runtime_->Now());
-    runtime_->CheckDone();
+  tick_timer_ = context_->After(kTick, [this] {
+    driver_->OnTick(context_->Now());
+    context_->CheckDone();
     if (!driver_->finished()) Tick();
   });
 }
@@ -211,24 +205,25 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   if (it == slots_.end()) return;
   SlotKey key = it->second;
   slots_.erase(it);
+  kill_timers_.erase(f.id);
   if (auto current = ids_.find(key); current != ids_.end() && current->second == f.id) {
     ids_.erase(current);
   }
   // A host whose SSH connection failed, or whose remote shell died, is unreachable.
-  RemoteStarter* remote = runtime_->services().remote;
-  if (!f.status.success() && remote != nullptr && !runtime_->hosts().Lookup(key.first).local &&
+  RemoteStarter* remote = context_->remote();
+  if (!f.status.success() && remote != nullptr && !context_->hosts().Lookup(key.first).local &&
       remote->Unreachable(key.first, f.status)) {
-    driver_->OnHostUnreachable(key.first, runtime_->Now());
+    driver_->OnHostUnreachable(key.first, context_->Now());
   }
   nlohmann::json fields = events::ExitFields(f.status);
   fields.update({{field::kRank, f.rank}, {field::kHost, f.host}, {field::kLocalRank, key.second},
                  {field::kPid, f.pid}, {field::kReason, driver_->ExitReasonFor(key, f.status)}});
-  runtime_->events().Emit(events::kRankExited, std::move(fields));
-  driver_->OnWorkerExit(key, f.status, runtime_->Now());
+  context_->events().Emit(events::kRankExited, std::move(fields));
+  driver_->OnWorkerExit(key, f.status, context_->Now());
   // Its slot may be one the lender waits for: say so now rather than at the next poll.
   if (traits_.lent && !polling_ && !driver_->finished()) {
     ++poll_wait_;
-    poll_timer_->cancel();
+    poll_timer_.reset();
     Poll();
   }
 }
@@ -269,8 +264,8 @@ void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
       if (s.hostname == slot.hostname && s.rank < slot.rank) ++horovod_local;
     }
     std::vector<std::string> inherited;  // this machine's, as its ranks see them
-    if (own == nullptr && runtime_->hosts().Lookup(slot.hostname).local) {
-      inherited = SplitDevices(EnvValue(runtime_->environment(), "CUDA_VISIBLE_DEVICES"));
+    if (own == nullptr && context_->hosts().Lookup(slot.hostname).local) {
+      inherited = SplitDevices(EnvValue(context_->environment(), "CUDA_VISIBLE_DEVICES"));
     }
     std::string devices = RankVisibleDevices(own != nullptr ? &lent : nullptr, inherited,
                                              slot.local_rank, horovod_local, slot.local_size);
@@ -289,21 +284,21 @@ void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
   }
   int id = -1;
   std::string err;
-  if (!runtime_->launcher().Start(request, &id, &err)) return FailStart(key, err);
+  if (!context_->StartRank(request, &id, &err)) return FailStart(key, err);
   ids_[key] = id;
   slots_[id] = key;
   ++starts_[key];
-  if (!runtime_->ranks().AwaitExecs(&err)) spdlog::error("{}", err);  // it exits 127 and is reaped
+  if (!context_->AwaitExecs(&err)) spdlog::error("{}", err);  // it exits 127 and is reaped
 }
 
 // A slot's process cannot even start: reported like an exit with code 127, from the loop.
 void ElasticPolicy::FailStart(const SlotKey& key, const std::string& err) {
   spdlog::error("cannot start {}[{}]: {}", key.first, key.second, err);
   std::weak_ptr<bool> alive = alive_;
-  asio::post(runtime_->io(), [this, alive, key] {
+  context_->Post([this, alive, key] {
     if (!alive.lock()) return;
-    driver_->OnWorkerExit(key, ExitStatus::Exited(kExitCommandNotFound), runtime_->Now());
-    runtime_->CheckDone();
+    driver_->OnWorkerExit(key, ExitStatus::Exited(kExitCommandNotFound), context_->Now());
+    context_->CheckDone();
   });
 }
 
@@ -314,14 +309,14 @@ std::vector<std::string> ElasticPolicy::ExtraEnv(bool ahead) const {
   std::vector<std::string> env;
   if (options_.restart_all) {
     env = {"TORCHELASTIC_RESTART_COUNT=" + std::to_string(driver_->resets()),
-           "TORCHELASTIC_MAX_RESTARTS=" + std::to_string(runtime_->config().reset_limit.value_or(-1))};
+           "TORCHELASTIC_MAX_RESTARTS=" + std::to_string(context_->config().reset_limit.value_or(-1))};
   }
   if (ahead) {
     long gloo = 30;
-    if (std::string v = EnvValue(runtime_->environment(), "HOROVOD_GLOO_TIMEOUT_SECONDS"); !v.empty()) {
+    if (std::string v = EnvValue(context_->environment(), "HOROVOD_GLOO_TIMEOUT_SECONDS"); !v.empty()) {
       gloo = strtol(v.c_str(), nullptr, 10);
     }
-    if (runtime_->config().tunables.gloo_timeout_seconds) gloo = *runtime_->config().tunables.gloo_timeout_seconds;
+    if (context_->config().tunables.gloo_timeout_seconds) gloo = *context_->config().tunables.gloo_timeout_seconds;
     long wait = std::chrono::duration_cast<std::chrono::seconds>(options_.elastic_timeout).count();
     if (wait > gloo) env.push_back("HOROVOD_GLOO_TIMEOUT_SECONDS=" + std::to_string(wait));
   }
@@ -332,12 +327,10 @@ void ElasticPolicy::Stop(const SlotKey& key) {
   auto it = ids_.find(key);
   if (it == ids_.end()) return;
   int id = it->second;
-  RankSet* ranks = &runtime_->ranks();
-  ranks->Signal(id, SIGTERM);
-  auto timer = std::make_shared<asio::steady_timer>(runtime_->io(), runtime_->config().grace_period());
-  timer->async_wait([timer, ranks, id](const boost::system::error_code& ec) {
-    if (!ec) ranks->Signal(id, SIGKILL);
-  });
+  context_->Signal(id, SIGTERM);
+  JobContext* context = context_;
+  kill_timers_[id] = context_->After(context_->config().grace_period(),
+                                     [context, id] { context->Signal(id, SIGKILL); });
 }
 
 void ElasticPolicy::Register(const rendezvous::WorkerRegistration& registration,
@@ -355,9 +348,9 @@ void ElasticPolicy::Notify(const SlotKey& slot, rendezvous::HostUpdateResult res
 }
 
 nlohmann::json ElasticPolicy::Status() const {
-  auto now = runtime_->Now();
+  auto now = context_->Now();
   nlohmann::json ranks = nlohmann::json::array();
-  for (const RankSet::Running& r : runtime_->ranks().Unfinished()) {
+  for (const RankSet::Running& r : context_->Unfinished()) {
     auto slot = slots_.find(r.id);
     if (slot == slots_.end()) continue;
     const SlotKey& key = slot->second;
@@ -426,13 +419,13 @@ void ElasticPolicy::ApplyOverrides(const std::string& body, ControlRespond respo
   std::vector<std::string> names;
   for (const auto& [host, slots] : next.add) names.push_back(host);
   std::weak_ptr<bool> alive = alive_;
-  Runtime* runtime = runtime_;
-  runtime_->RunBlocking([runtime, names] { runtime->hosts().Resolve(names); },
+  JobContext* context = context_;
+  context_->RunBlocking([context, names] { context->hosts().Resolve(names); },
                         [this, alive, next, respond] {
                           if (!alive.lock()) return;
-                          driver_->SetOverrides(next, runtime_->Now());
+                          driver_->SetOverrides(next, context_->Now());
                           respond(200, {{"ok", true}});
-                          runtime_->CheckDone();
+                          context_->CheckDone();
                         });
 }
 

@@ -16,8 +16,6 @@
 #include <random>
 #include <string>
 
-#include <boost/asio/steady_timer.hpp>
-
 #include "discovery/host_manager.h"
 #include "discovery/host_source.h"
 #include "launcher/elastic_driver.h"
@@ -83,8 +81,9 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   std::map<std::string, std::vector<discovery::SlotFacts>> facts_;  // per host, by local rank
   bool polling_ = false;            // a discovery run is under way
   uint64_t poll_wait_ = 0;          // the latest wait for the next run
-  std::unique_ptr<boost::asio::steady_timer> poll_timer_;
-  std::unique_ptr<boost::asio::steady_timer> tick_timer_;
+  std::unique_ptr<Timer> poll_timer_;
+  std::unique_ptr<Timer> tick_timer_;
+  std::map<int, std::unique_ptr<Timer>> kill_timers_;  // RankSet id -> SIGKILL after the grace
   std::map<SlotKey, int> ids_;     // slot -> its current process (RankSet id)
   std::map<int, SlotKey> slots_;   // RankSet id -> slot, for unfinished processes
   std::map<SlotKey, int> starts_;  // processes started per slot

@@ -1,7 +1,8 @@
 // JobPolicy: what differs between a static, an elastic and an --mpi job, driven by the one
 // Runtime loop (launcher/runtime.h). The runtime owns the event loop, signals, guardian, output,
-// SSH hosts, rank set, rendezvous and control servers and the events file; a policy decides which
-// ranks run, when the job is over and with what result:
+// rank set, rendezvous and control servers and the events file; a policy decides which ranks
+// run, when the job is over and with what result, and acts only through its JobContext
+// (launcher/job_context.h), so tests drive it with a fake one:
 //   StaticPolicy  (static_policy.h): -np ranks on hosts that never change; the first failure
 //                 stops the others;
 //   ElasticPolicy (elastic_policy.h): the ElasticDriver state machine fed by discovery;
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "events/exit_status.h"
+#include "launcher/job_context.h"
 #include "launcher/rank_set.h"
 #include "rendezvous/http_request.h"
 #include "rendezvous/http_server.h"
@@ -45,7 +47,8 @@ class JobPolicy {
   // Starts the job once the servers listen (`rendezvous_port` 0 without a server).
   virtual void Begin(int rendezvous_port) = 0;
 
-  // A rank (process) finished: exited and its output drained.
+  // A rank (process) finished: exited and its output drained. Called from the loop after the
+  // reap or read that found it has returned.
   virtual void OnRankFinished(const RankSet::Finished& finished) = 0;
 
   // The first SIGINT, SIGTERM or SIGHUP.
@@ -66,11 +69,11 @@ class JobPolicy {
   // The outcome, once Finished() and every rank finished.
   virtual JobResult Result() const = 0;
 
-  // Set by the runtime before Prepare.
-  void set_runtime(class Runtime* runtime) { runtime_ = runtime; }
+  // Set before Prepare; must outlive the policy's calls.
+  void set_context(JobContext* context) { context_ = context; }
 
  protected:
-  class Runtime* runtime_ = nullptr;
+  JobContext* context_ = nullptr;
 };
 
 }  // namespace etrun::launcher

@@ -184,8 +184,7 @@ void RankSet::Resume() {
 }
 
 void RankSet::Reap() {
-  // By id, looked up anew each time: a finish callback may Start() ranks (elastic mode does, on
-  // a rank's exit) or finish others. Ranks started meanwhile are checked too.
+  // By id, looked up anew each time. Ranks started meanwhile are checked too.
   for (int id = 0; id < next_id_; ++id) {
     auto it = ranks_.find(id);
     if (it == ranks_.end()) continue;
@@ -229,14 +228,26 @@ void RankSet::MaybeFinish(Rank* r) {
   r->drain_timer.cancel();
   if (!r->supervisor) Kill(*r, SIGKILL);  // whatever the rank left behind in its group
   if (guardian_ != nullptr && !r->supervisor) guardian_->Forget(r->process.pid);
-  --active_;
-  Finished record{r->id, r->rank, r->host, r->process.pid, r->status};
-  // Forgotten once the handler running now (a read, a timer, a reap) has returned.
+  // Forgotten, and handed out, once the handler running now (a read, a timer, a reap) has
+  // returned.
   std::weak_ptr<bool> alive = alive_;
   asio::post(*io_, [this, alive, id = r->id] {
     if (alive.lock()) Forget(id);
   });
-  if (on_finished_) on_finished_(record);
+  finished_.push_back({r->id, r->rank, r->host, r->process.pid, r->status});
+  if (finished_.size() == 1 && on_finished_) {
+    asio::post(*io_, [this, alive] {
+      if (alive.lock() && on_finished_) on_finished_();
+    });
+  }
+}
+
+bool RankSet::NextFinished(Finished* finished) {
+  if (finished_.empty()) return false;
+  *finished = std::move(finished_.front());
+  finished_.pop_front();
+  --active_;
+  return true;
 }
 
 void RankSet::Forget(int id) { ranks_.erase(id); }

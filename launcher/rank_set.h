@@ -3,15 +3,18 @@
 // pieces, prefixed and queued on the OutputSink; reading pauses while the sink is congested, so
 // nothing is dropped and memory stays bounded. A rank is *finished* once its process has exited
 // and both pipes reached EOF (or were given up after a grace period); its process group is then
-// SIGKILLed so no child of it outlives it. A finished rank is forgotten at once (its buffers
-// freed; callers keep what they need from the Finished record), so a long elastic job that
-// restarts ranks many times holds memory for its live ranks only.
+// SIGKILLed so no child of it outlives it, and it is queued for NextFinished (after ninja's
+// SubprocessSet::NextFinished): its owner hears of it only after the reap or read that found it
+// has returned, never from inside it. A finished rank is forgotten at once (its buffers freed;
+// callers keep what they need from the Finished record), so a long elastic job that restarts
+// ranks many times holds memory for its live ranks only.
 // A supervisor process (LaunchSpec::supervisor, e.g. mpirun) is signalled alone, not as a group,
 // and is not given to the guardian. Driver thread only (the io_context's thread).
 #ifndef ETRUN_LAUNCHER_RANK_SET_H_
 #define ETRUN_LAUNCHER_RANK_SET_H_
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -93,7 +96,7 @@ class RankSet {
   // Sends `sig` to the process group of one rank, if it is unfinished.
   void Signal(int id, int sig);
 
-  // Ranks started and not yet finished.
+  // Ranks started and not yet handed out by NextFinished.
   int active() const { return active_; }
 
   // The process id of an unfinished rank (its group id too); -1 once it finished.
@@ -109,10 +112,12 @@ class RankSet {
   };
   std::vector<Running> Unfinished() const;
 
-  // Called once per rank when it finishes, in finishing order.
-  void set_on_finished(std::function<void(const Finished&)> callback) {
-    on_finished_ = std::move(callback);
-  }
+  // Takes the next finished rank, in finishing order. Returns false when none is queued.
+  bool NextFinished(Finished* finished);
+
+  // Called (posted to the loop) when a finished rank is queued and the queue was empty: drain it
+  // with NextFinished then.
+  void set_on_finished(std::function<void()> callback) { on_finished_ = std::move(callback); }
 
  private:
   struct Stream;
@@ -138,7 +143,8 @@ class RankSet {
   std::vector<Stream*> paused_;
   std::string scratch_;  // formatted output of one read, reused
   int active_ = 0;
-  std::function<void(const Finished&)> on_finished_;
+  std::deque<Finished> finished_;  // not yet handed out
+  std::function<void()> on_finished_;
   std::shared_ptr<bool> alive_;  // lets callbacks posted from the writer thread see we are gone
 };
 

@@ -40,12 +40,12 @@ nlohmann::json OptionalInt(const std::optional<int>& v) {
 
 void JobPolicy::OnRepeatedStopSignal(int sig) {
   spdlog::warn("received {} again: killing every rank now", SignalName(sig));
-  runtime_->ranks().SignalAll(SIGKILL);
+  context_->SignalAll(SIGKILL);
 }
 
 void JobPolicy::OnUserSignal(int sig) {
   spdlog::debug("forwarding {} to every rank", SignalName(sig));
-  runtime_->ranks().SignalAll(sig);
+  context_->SignalAll(sig);
 }
 
 void JobPolicy::OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) {
@@ -60,7 +60,7 @@ Runtime::Runtime(const JobConfig& config, std::vector<std::string> environment,
       hosts_(services_.interfaces.empty() ? discovery::LocalInterfaces() : services_.interfaces),
       policy_(std::move(policy)),
       started_(services_.clock->Now()) {
-  policy_->set_runtime(this);
+  policy_->set_context(this);
 }
 
 Runtime::~Runtime() {
@@ -128,10 +128,7 @@ JobResult Runtime::RunJob() {
   console_ = ConsoleOutput(config_, sink_.get());
   ranks_ = std::make_unique<RankSet>(&io_, services_.spawner, sink_.get(), &guardian_,
                                      config_.grace_period());
-  ranks_->set_on_finished([this](const RankSet::Finished& f) {
-    policy_->OnRankFinished(f);
-    CheckDone();
-  });
+  ranks_->set_on_finished([this] { DeliverFinished(); });
   access_.emplace(BaseAccessList(config_, hosts_.interfaces()));
   launcher_ = std::make_unique<RankLauncher>(config_, environ_, ranks_.get(), sink_.get(), console_,
                                              services_.remote, &hosts_, &*access_, &events_);
@@ -197,6 +194,67 @@ void Runtime::OnSignal(const boost::system::error_code& ec, int sig) {
   if (!done_) {
     signals_->async_wait([this](const boost::system::error_code& e, int s) { OnSignal(e, s); });
   }
+}
+
+void Runtime::DeliverFinished() {
+  RankSet::Finished f;
+  while (ranks_->NextFinished(&f)) policy_->OnRankFinished(f);
+  CheckDone();
+}
+
+bool Runtime::StartRank(const RankRequest& request, int* id, std::string* err) {
+  return launcher_->Start(request, id, err);
+}
+
+bool Runtime::StartProcess(int label, const std::string& host, const LaunchSpec& spec,
+                           const RankOutput& output, int* id, std::string* err) {
+  return ranks_->Start(label, host, spec, output, err, id);
+}
+
+bool Runtime::AwaitExecs(std::string* err) { return ranks_->AwaitExecs(err); }
+
+void Runtime::Signal(int id, int sig) { ranks_->Signal(id, sig); }
+
+void Runtime::SignalAll(int sig) { ranks_->SignalAll(sig); }
+
+std::vector<RankSet::Running> Runtime::Unfinished() const { return ranks_->Unfinished(); }
+
+int Runtime::AddOutput(int fd, bool owned, const std::string& label) {
+  return sink_->AddDestination(fd, owned, label);
+}
+
+void Runtime::Write(int destination, std::string_view text) { sink_->Append(destination, text); }
+
+void Runtime::Post(std::function<void()> fn) { asio::post(io_, std::move(fn)); }
+
+namespace {
+
+// A steady_timer whose call is dropped once the Timer is cancelled or gone, even when its
+// handler was already queued (asio's cancel cannot take back a queued handler).
+class LoopTimer : public Timer {
+ public:
+  LoopTimer(asio::io_context* io, std::chrono::milliseconds delay, std::function<void()> fn)
+      : timer_(*io, delay) {
+    std::weak_ptr<bool> live = live_;
+    timer_.async_wait([live, fn = std::move(fn)](const boost::system::error_code& ec) {
+      if (!ec && live.lock()) fn();
+    });
+  }
+  ~LoopTimer() override { Cancel(); }
+  void Cancel() override {
+    live_.reset();
+    timer_.cancel();
+  }
+
+ private:
+  asio::steady_timer timer_;
+  std::shared_ptr<bool> live_ = std::make_shared<bool>(true);
+};
+
+}  // namespace
+
+std::unique_ptr<Timer> Runtime::After(std::chrono::milliseconds delay, std::function<void()> fn) {
+  return std::make_unique<LoopTimer>(&io_, delay, std::move(fn));
 }
 
 void Runtime::StopAll(const std::string& why) {

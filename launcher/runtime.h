@@ -1,13 +1,14 @@
 // Runtime: the one run loop of every job, static, elastic or --mpi. It owns the event loop, the
-// signal handling, the guardian, the output sink, the SSH hosts, the rank set, the rendezvous and
-// control servers, the host directory and the events file, and drives a JobPolicy
-// (launcher/job_policy.h) that decides what runs. Run() writes `job_start`, then exactly one
-// `job_end` from the policy's JobResult on every path, early failures included.
+// signal handling, the guardian, the output sink, the rank set, the rendezvous and control
+// servers, the host directory and the events file, and drives a JobPolicy
+// (launcher/job_policy.h) that decides what runs, as the policy's JobContext. Run() writes
+// `job_start`, then exactly one `job_end` from the policy's JobResult on every path, early
+// failures included. Finished ranks reach the policy after the reap that found them.
 //
-// Threads: the loop's (everything here, and every policy call); the output sink's writer; one
-// per SSH host; the discovery script's; one for blocking work (RunBlocking: name lookups), whose
-// results are posted back to the loop. main() builds the spawner, the discovery script runner
-// and the clock and passes them in.
+// Threads: the loop's (everything here, and every policy call); the output sink's writer; the
+// remote starter's (one per SSH host); the host source's; one for blocking work (RunBlocking:
+// name lookups), whose results are posted back to the loop. main() builds the spawner, the host
+// source, the remote starter and the clock and passes them in.
 #ifndef ETRUN_LAUNCHER_RUNTIME_H_
 #define ETRUN_LAUNCHER_RUNTIME_H_
 
@@ -54,43 +55,48 @@ struct JobServices {
   RemoteStarter* remote = nullptr;  // ranks on other hosts; null: this machine only
 };
 
-class Runtime {
+class Runtime : public JobContext {
  public:
   // `environment` ("K=V") is the launcher's, the base of every rank's.
   Runtime(const JobConfig& config, std::vector<std::string> environment, JobServices services,
           std::unique_ptr<JobPolicy> policy);
-  ~Runtime();
+  ~Runtime() override;
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
   // Runs the job; returns etrun's exit code (see exit_status.h).
   int Run();
 
-  // For policies. Valid from Prepare (config, environment, hosts, events, services) or from
-  // Begin (the rest) until Run returns.
-  const JobConfig& config() const { return config_; }
-  const std::vector<std::string>& environment() const { return environ_; }
-  const JobServices& services() const { return services_; }
-  discovery::HostDirectory& hosts() { return hosts_; }
-  events::EventLog& events() { return events_; }
-  boost::asio::io_context& io() { return io_; }
-  RankSet& ranks() { return *ranks_; }
-  OutputSink& sink() { return *sink_; }
-  const RankOutput& console() const { return console_; }
-  RankLauncher& launcher() { return *launcher_; }
-  TimePoint Now() const { return services_.clock->Now(); }
-
-  // SIGTERM to every rank now, SIGKILL to those left after --grace-period. Once per job.
-  void StopAll(const std::string& why);
-  // Runs `work` on the blocking-work thread, then `then` on the loop. For name lookups.
-  void RunBlocking(std::function<void()> work, std::function<void()> then);
-  // Ends the loop once the policy says the job is over and every rank has finished. Call after
-  // any event a policy handles itself (timers, discovery results); the runtime calls it after
-  // its own.
-  void CheckDone();
+  // JobContext, for the policy. Valid from Prepare (config, environment, hosts, events, the
+  // services) or from Begin (the rest) until Run returns.
+  const JobConfig& config() const override { return config_; }
+  const std::vector<std::string>& environment() const override { return environ_; }
+  TimePoint Now() const override { return services_.clock->Now(); }
+  discovery::HostDirectory& hosts() override { return hosts_; }
+  discovery::HostSource* host_source() override { return services_.hosts; }
+  RemoteStarter* remote() override { return services_.remote; }
+  FileLimit* file_limit() override { return services_.file_limit; }
+  bool StartRank(const RankRequest& request, int* id, std::string* err) override;
+  bool StartProcess(int label, const std::string& host, const LaunchSpec& spec,
+                    const RankOutput& output, int* id, std::string* err) override;
+  bool AwaitExecs(std::string* err) override;
+  void Signal(int id, int sig) override;
+  void SignalAll(int sig) override;
+  void StopAll(const std::string& why) override;
+  std::vector<RankSet::Running> Unfinished() const override;
+  const RankOutput& console() const override { return console_; }
+  int AddOutput(int fd, bool owned, const std::string& label) override;
+  void Write(int destination, std::string_view text) override;
+  events::EventLog& events() override { return events_; }
+  void Post(std::function<void()> fn) override;
+  std::unique_ptr<Timer> After(std::chrono::milliseconds delay, std::function<void()> fn) override;
+  void RunBlocking(std::function<void()> work, std::function<void()> then) override;
+  void CheckDone() override;
+  boost::asio::io_context& io() override { return io_; }
 
  private:
   JobResult RunJob();
+  void DeliverFinished();
   bool StartServers(JobResult* result);
   void OnSignal(const boost::system::error_code& ec, int sig);
   void OnControl(const rendezvous::HttpRequest& request, ControlRespond respond);

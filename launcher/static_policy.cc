@@ -12,7 +12,6 @@
 
 #include "events/schema.h"
 #include "launcher/gpu_slots.h"
-#include "launcher/runtime.h"
 
 namespace etrun::launcher {
 
@@ -71,16 +70,16 @@ bool PlanStaticJob(const JobConfig& config, discovery::HostDirectory* hosts, Sta
 }
 
 bool StaticPolicy::Prepare(JobResult* result) {
-  const JobConfig& config = runtime_->config();
+  const JobConfig& config = context_->config();
   if (config.max_np) spdlog::warn("--max-np has no effect in a static job (it caps elastic jobs)");
   std::string err;
-  if (!PlanStaticJob(config, &runtime_->hosts(), &plan_, &err)) {
+  if (!PlanStaticJob(config, &context_->hosts(), &plan_, &err)) {
     *result = {kExitUsage, err};
     return false;
   }
   // Per rank: two output pipes and a short-lived exec-status pipe (plus two log files).
   rlim_t files = plan_.slots.size() * (config.output_filename.empty() ? 3 : 5) + 64;
-  FileLimit* limit = runtime_->services().file_limit;
+  FileLimit* limit = context_->file_limit();
   if (limit != nullptr &&
       !limit->Ensure(files, fmt::format("{} ranks", plan_.slots.size()), &err)) {
     *result = {kExitUsage, err};
@@ -91,7 +90,7 @@ bool StaticPolicy::Prepare(JobResult* result) {
            plan_.remote_hosts.end();
   });
   // Fail before starting anything when the command cannot run at all.
-  if (any_local && FindProgram(config.command.at(0), EnvValue(runtime_->environment(), "PATH"),
+  if (any_local && FindProgram(config.command.at(0), EnvValue(context_->environment(), "PATH"),
                                &err).empty()) {
     *result = {kExitCommandNotFound,
                "cannot run '" + config.command[0] + "': " + err + ": check the command and PATH"};
@@ -108,7 +107,7 @@ bool StaticPolicy::Prepare(JobResult* result) {
 // Fills plan_.run.gpus from --gpus-per-rank/--ranks-per-gpu and checks that this machine's ranks
 // fit on its GPUs (per host name). Returns false and sets *err; nothing has started yet.
 bool StaticPolicy::PlanGpus(std::string* err) {
-  const JobConfig& config = runtime_->config();
+  const JobConfig& config = context_->config();
   if (!config.gpus_per_rank && !config.ranks_per_gpu) return true;
   std::map<std::string, int> local_sizes;  // per host name of this machine
   for (const rendezvous::SlotInfo& s : plan_.slots) {
@@ -122,7 +121,7 @@ bool StaticPolicy::PlanGpus(std::string* err) {
     plan_.run.gpus.ranks_per_gpu = config.ranks_per_gpu.value_or(0);
     return true;
   }
-  if (!LocalGpuSlots(config, runtime_->environment(), &plan_.run.gpus, err)) return false;
+  if (!LocalGpuSlots(config, context_->environment(), &plan_.run.gpus, err)) return false;
   for (const auto& [host, size] : local_sizes) {
     if (!CheckGpusFit(plan_.run.gpus, size, err)) return false;
   }
@@ -137,34 +136,34 @@ void StaticPolicy::Begin(int rendezvous_port) {
   for (size_t i = 0; i < plan_.slots.size(); ++i) {
     RankRequest request{plan_.slots[i], plan_.group_ranks[i], plan_.run, 0, {}};
     int id = -1;
-    if (!runtime_->launcher().Start(request, &id, &err)) {
+    if (!context_->StartRank(request, &id, &err)) {
       start_error_ = {kExitFailure, err};
       break;
     }
   }
-  if (!runtime_->ranks().AwaitExecs(&err) && start_error_.code == 0) {
+  if (!context_->AwaitExecs(&err) && start_error_.code == 0) {
     start_error_ = {kExitCommandNotFound, err};
   }
   if (start_error_.code != 0) {
     stopping_ = true;
-    runtime_->StopAll("a rank could not be started");
+    context_->StopAll("a rank could not be started");
   }
 }
 
 void StaticPolicy::OnRankFinished(const RankSet::Finished& f) {
   bool stopped_by_us = stopping_;  // before a first failure below starts the stop
-  if (runtime_->events().enabled()) {
+  if (context_->events().enabled()) {
     nlohmann::json fields = events::ExitFields(f.status);
     fields.update({{field::kRank, f.rank}, {field::kHost, f.host},
                    {field::kLocalRank, plan_.slots.at(f.id).local_rank}, {field::kPid, f.pid},
                    {field::kReason, events::ExitReason(f.status, stopped_by_us, false)}});
-    runtime_->events().Emit(events::kRankExited, std::move(fields));
+    context_->events().Emit(events::kRankExited, std::move(fields));
   }
   if (f.status.success()) return;
   if (!stopping_ && !first_failure_) {
     first_failure_ = f;
     stopping_ = true;
-    runtime_->StopAll("a rank failed");
+    context_->StopAll("a rank failed");
   } else {
     spdlog::debug("rank {} on {} {}", f.rank, f.host, f.status.Describe());
   }
@@ -173,13 +172,13 @@ void StaticPolicy::OnRankFinished(const RankSet::Finished& f) {
 void StaticPolicy::OnStopSignal(int sig) {
   stop_signal_ = sig;
   stopping_ = true;
-  runtime_->StopAll(strsignal(sig));
+  context_->StopAll(strsignal(sig));
 }
 
 nlohmann::json StaticPolicy::Status() const {
   nlohmann::json ranks = nlohmann::json::array();
   auto now = std::chrono::steady_clock::now();
-  for (const RankSet::Running& r : runtime_->ranks().Unfinished()) {
+  for (const RankSet::Running& r : context_->Unfinished()) {
     ranks.push_back({{"rank", r.rank}, {"label", r.rank}, {"host", r.host},
                      {"local_rank", plan_.slots.at(r.id).local_rank}, {"pid", r.pid},
                      {"state", stopping_ ? "stopping" : "running"}, {"restarts", 0},

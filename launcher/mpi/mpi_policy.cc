@@ -23,7 +23,6 @@
 #include "launcher/program_output.h"
 #include "launcher/child.h"
 #include "launcher/rank_launcher.h"
-#include "launcher/runtime.h"
 #include "launcher/worker_env.h"
 
 namespace etrun::launcher {
@@ -105,7 +104,7 @@ bool FindMpirun(const std::vector<std::string>& environment, MpiInstall* install
 }
 
 bool MpiPolicy::Prepare(JobResult* result) {
-  const JobConfig& config = runtime_->config();
+  const JobConfig& config = context_->config();
   std::string err;
   std::vector<discovery::HostSlots> hosts;
   if (!JobHosts(config, &hosts, &err)) {
@@ -120,7 +119,7 @@ bool MpiPolicy::Prepare(JobResult* result) {
   // Horovod's task service; without names etrun lets Open MPI choose).
   std::vector<std::string> names;
   for (const discovery::HostSlots& h : hosts) names.push_back(h.name);
-  discovery::HostDirectory& directory = runtime_->hosts();
+  discovery::HostDirectory& directory = context_->hosts();
   directory.Resolve(names);
   bool all_local = std::all_of(names.begin(), names.end(), [&directory](const std::string& h) {
     return directory.Lookup(h).local;
@@ -135,7 +134,7 @@ bool MpiPolicy::Prepare(JobResult* result) {
   } else {
     job.nics = config.network_interfaces;
   }
-  job.env = MpirunEnv(runtime_->environment(), config.tunables);
+  job.env = MpirunEnv(context_->environment(), config.tunables);
   if (!CrossMemoryAttachWorks() && AddOpenMpiEnv(kNoSingleCopy, &job.env)) {
     spdlog::debug("process_vm_readv is blocked here: {}", kNoSingleCopy);
   }
@@ -179,8 +178,8 @@ bool MpiPolicy::OpenRankFiles(const std::string& dir, std::string* err) {
     std::string rank_dir = dir + "/1/rank." + std::string(width - rank.size(), '0') + rank;
     int out_fd = -1, err_fd = -1;
     if (!OpenLogFiles(rank_dir, &out_fd, &err_fd, err)) return false;
-    rank_files_.emplace_back(runtime_->sink().AddDestination(out_fd, true, rank_dir + "/stdout"),
-                             runtime_->sink().AddDestination(err_fd, true, rank_dir + "/stderr"));
+    rank_files_.emplace_back(context_->AddOutput(out_fd, true, rank_dir + "/stdout"),
+                             context_->AddOutput(err_fd, true, rank_dir + "/stderr"));
   }
   return true;
 }
@@ -194,15 +193,15 @@ void MpiPolicy::OnLine(const std::string& tag, std::string_view line) {
   std::from_chars(tag.data() + comma + 1, tag.data() + close, rank);
   if (rank < 0 || rank >= static_cast<int>(rank_files_.size())) return;
   bool is_stderr = tag.compare(close + 1, 8, "<stderr>") == 0;
-  runtime_->sink().Append(is_stderr ? rank_files_[rank].second : rank_files_[rank].first, line);
+  context_->Write(is_stderr ? rank_files_[rank].second : rank_files_[rank].first, line);
 }
 
 void MpiPolicy::Begin(int rendezvous_port) {
   begun_ = true;
   spdlog::debug("{}", JoinCommand(argv_));
   LaunchSpec spec{argv_, env_, /*supervisor=*/true};
-  RankOutput output = runtime_->console();
-  bool timestamps = runtime_->config().prefix_timestamp;  // mpirun's --timestamp-output
+  RankOutput output = context_->console();
+  bool timestamps = context_->config().prefix_timestamp;  // mpirun's --timestamp-output
   std::string err;
   if (!output_dir_.empty() && !OpenRankFiles(output_dir_, &err)) {
     start_error_ = {kExitFailure, err};
@@ -217,9 +216,9 @@ void MpiPolicy::Begin(int rendezvous_port) {
     return assembler;
   };
   int id = -1;
-  if (!runtime_->ranks().Start(0, "localhost", spec, output, &err, &id)) {
+  if (!context_->StartProcess(0, "localhost", spec, output, &id, &err)) {
     start_error_ = {kExitFailure, err};
-  } else if (!runtime_->ranks().AwaitExecs(&err)) {
+  } else if (!context_->AwaitExecs(&err)) {
     start_error_ = {kExitFailure, "cannot run " + mpi_.path + ": " +
                                       err.substr(err.find("could not start: ") + 17)};
   }
@@ -233,13 +232,13 @@ void MpiPolicy::OnStopSignal(int sig) {
 // Every stop signal is forwarded: mpirun stops its ranks itself (SIGKILL would orphan them).
 void MpiPolicy::OnRepeatedStopSignal(int sig) {
   spdlog::debug("forwarding {} to mpirun", SignalName(sig));
-  runtime_->ranks().SignalAll(sig);
+  context_->SignalAll(sig);
 }
 
 nlohmann::json MpiPolicy::Status() const {
   nlohmann::json ranks = nlohmann::json::array();
   auto now = std::chrono::steady_clock::now();
-  for (const RankSet::Running& r : runtime_->ranks().Unfinished()) {
+  for (const RankSet::Running& r : context_->Unfinished()) {
     ranks.push_back({{"rank", nullptr}, {"label", "mpirun"}, {"host", r.host}, {"local_rank", nullptr},
                      {"pid", r.pid}, {"state", stop_signal_ != 0 ? "stopping" : "running"},
                      {"restarts", 0},

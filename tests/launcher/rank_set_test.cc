@@ -118,9 +118,12 @@ struct Harness {
     o.console_out = sink.AddDestination(fileno(out), false, "out");
     o.console_err = sink.AddDestination(fileno(err), false, "err");
     RankSet ranks(&io, &spawner, &sink, nullptr, std::chrono::milliseconds(2000));
-    ranks.set_on_finished([this, &ranks, &o](const RankSet::Finished& f) {
-      finished.push_back(f);
-      if (then) then(&ranks, o, f);
+    ranks.set_on_finished([this, &ranks, &o] {
+      RankSet::Finished f;
+      while (ranks.NextFinished(&f)) {
+        finished.push_back(f);
+        if (then) then(&ranks, o, f);
+      }
       if (ranks.active() == 0) sigchld.cancel();
     });
     std::function<void(const boost::system::error_code&, int)> on_sig =

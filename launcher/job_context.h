@@ -1,0 +1,94 @@
+// JobContext: everything a JobPolicy may do and see while its job runs — the job's settings and
+// the time, host facts, starting and signalling ranks, output, events, the loop's posts and
+// timers. The Runtime (launcher/runtime.h) implements it over the real loop, rank set and
+// servers; tests implement it with fakes (tests/launcher/fake_job_context.h), so each policy runs
+// in unit tests without processes, sockets or sleeps. A policy hears of finished ranks only
+// after the reap that found them has returned (JobPolicy::OnRankFinished), never from inside it.
+// Every call from the loop thread.
+#ifndef ETRUN_LAUNCHER_JOB_CONTEXT_H_
+#define ETRUN_LAUNCHER_JOB_CONTEXT_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "discovery/host_source.h"
+#include "discovery/network.h"
+#include "events/event_log.h"
+#include "launcher/child.h"
+#include "launcher/clock.h"
+#include "launcher/job_config.h"
+#include "launcher/rank_launcher.h"
+#include "launcher/rank_set.h"
+#include "launcher/remote_starter.h"
+#include "launcher/spawner.h"
+
+namespace etrun::launcher {
+
+// A pending call; destroying or cancelling it means the call will not happen.
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  virtual void Cancel() = 0;
+};
+
+class JobContext {
+ public:
+  virtual ~JobContext() = default;
+
+  // The job: its settings, the launcher's environment ("K=V", the base of every rank's), time.
+  virtual const JobConfig& config() const = 0;
+  virtual const std::vector<std::string>& environment() const = 0;
+  virtual TimePoint Now() const = 0;
+
+  // Hosts: this machine's interfaces and name lookups (cached; Resolve blocks: call it off the
+  // loop or before it runs), the job's host source (null: the fixed hosts of the flags), how
+  // ranks start on other hosts (null: this machine only), the file limit (null: leave it).
+  virtual discovery::HostDirectory& hosts() = 0;
+  virtual discovery::HostSource* host_source() = 0;
+  virtual RemoteStarter* remote() = 0;
+  virtual FileLimit* file_limit() = 0;
+
+  // Starts the rank `request` describes (RankLauncher::Start: environment, GPUs, files,
+  // admission, `rank_started`). Returns false and sets *err; see RankLauncher::Start for *id.
+  virtual bool StartRank(const RankRequest& request, int* id, std::string* err) = 0;
+  // Starts a process as it is (mpirun), labelled `label` on `host` (RankSet::Start).
+  virtual bool StartProcess(int label, const std::string& host, const LaunchSpec& spec,
+                            const RankOutput& output, int* id, std::string* err) = 0;
+  // Waits for the execs of the ranks started since the last call (RankSet::AwaitExecs).
+  virtual bool AwaitExecs(std::string* err) = 0;
+  // Sends `sig` to one unfinished rank's process group, or to every one's.
+  virtual void Signal(int id, int sig) = 0;
+  virtual void SignalAll(int sig) = 0;
+  // SIGTERM to every rank now, SIGKILL to those left after --grace-period. Once per job.
+  virtual void StopAll(const std::string& why) = 0;
+  // The ranks not yet finished (for status).
+  virtual std::vector<RankSet::Running> Unfinished() const = 0;
+
+  // Output: the console's settings (ranks copy them), a new destination for `fd` (taken over
+  // when `owned`), text written to a destination as it is.
+  virtual const RankOutput& console() const = 0;
+  virtual int AddOutput(int fd, bool owned, const std::string& label) = 0;
+  virtual void Write(int destination, std::string_view text) = 0;
+  virtual events::EventLog& events() = 0;
+
+  // The loop: `fn` runs later on it; after `delay` unless the Timer is gone; `work` on the
+  // blocking-work thread, then `then` on the loop.
+  virtual void Post(std::function<void()> fn) = 0;
+  virtual std::unique_ptr<Timer> After(std::chrono::milliseconds delay, std::function<void()> fn) = 0;
+  virtual void RunBlocking(std::function<void()> work, std::function<void()> then) = 0;
+  // Ends the job once the policy says it is over and every rank has finished. Call after any
+  // event a policy handles itself (timers, host grants); the runtime calls it after its own.
+  virtual void CheckDone() = 0;
+  // The loop itself, for parts that do their own I/O on it (the notifier's connections).
+  virtual boost::asio::io_context& io() = 0;
+};
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_JOB_CONTEXT_H_
