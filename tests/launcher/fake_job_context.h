@@ -9,6 +9,7 @@
 #define ETRUN_TESTS_LAUNCHER_FAKE_JOB_CONTEXT_H_
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <deque>
@@ -178,7 +179,10 @@ class FakeJobContext : public JobContext {
     return out;
   }
   const RankOutput& console() const override { return console_; }
-  int AddOutput(int, bool, const std::string&) override { return next_output_++; }
+  int AddOutput(int fd, bool owned, const std::string&) override {
+    if (owned) close(fd);
+    return next_output_++;
+  }
   void Write(int, std::string_view text) override { written.append(text); }
   events::EventLog& events() override { return events_; }
   void Post(std::function<void()> fn) override { posted_.push_back(std::move(fn)); }
