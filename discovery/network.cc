@@ -202,6 +202,30 @@ bool RouteToward(const std::string& host, const std::vector<Interface>& interfac
   return false;
 }
 
+bool ChooseListenAddress(const std::vector<std::string>& requested, bool hosts_known,
+                         const std::vector<std::string>& remote_hosts, bool remote_shell,
+                         const std::vector<Interface>& interfaces, std::vector<std::string>* nics,
+                         std::string* address, std::string* err) {
+  if (requested.empty() && !remote_hosts.empty()) {
+    // Workers must reach the rendezvous server: listen where the route toward them leaves.
+    std::string nic;
+    if (!RouteToward(remote_hosts.front(), interfaces, &nic, address, err) &&
+        (!remote_shell || !FirstNonLoopback(interfaces, &nic, address))) {
+      if (remote_shell) *err += ": name the interface workers reach this machine on with --network-interface";
+      return false;
+    }
+    *nics = {nic};
+    return true;
+  }
+  std::vector<std::string> names = requested;
+  std::string nic, unused;
+  // Ranks through a remote shell run elsewhere (pods): listen where they can reach this machine.
+  if (names.empty() && !hosts_known && remote_shell && FirstNonLoopback(interfaces, &nic, &unused)) {
+    names = {nic};
+  }
+  return ChooseLocalNics(names, interfaces, nics, address, err);
+}
+
 int FindFreePort(const std::string& address, std::string* err) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {

@@ -88,6 +88,20 @@ bool FirstNonLoopback(const std::vector<Interface>& interfaces, std::string* nic
 bool RouteToward(const std::string& host, const std::vector<Interface>& interfaces,
                  std::string* nic, std::string* source_ip, std::string* err);
 
+// Where etrun listens for its workers and which interfaces they are told to use, for every mode
+// (one choice: static, elastic and --mpi jobs call this). With `requested` names
+// (--network-interface): exactly those (ChooseLocalNics). Without: toward the first of
+// `remote_hosts` (the job's hosts that are not this machine) the interface and address the
+// route leaves from; where that fails and `remote_shell` (hosts may be names only the remote
+// shell knows: pods), the first non-loopback interface. When the remote hosts are not known yet
+// (`hosts_known` false: an elastic job's come from its source later), `remote_shell` picks the
+// first non-loopback interface too. Otherwise the loopback (ChooseLocalNics). Returns false and
+// sets *err (with the flag that fixes it where one does).
+bool ChooseListenAddress(const std::vector<std::string>& requested, bool hosts_known,
+                         const std::vector<std::string>& remote_hosts, bool remote_shell,
+                         const std::vector<Interface>& interfaces, std::vector<std::string>* nics,
+                         std::string* address, std::string* err);
+
 // Asks the kernel for a free TCP port on `address` (bind to port 0, read it, close). Another
 // process may take it before it is used; callers that can bind and keep the socket should.
 // Returns 0 and sets *err on failure.

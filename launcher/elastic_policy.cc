@@ -77,15 +77,9 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   }
   traits_ = source_->traits();
   std::string driver_ip;
-  std::vector<std::string> nics = config.network_interfaces;
-  std::string nic, unused;
-  // Ranks through --remote-shell run elsewhere (pods): listen where they can reach this machine.
-  if (nics.empty() && !config.remote_shell.empty() &&
-      discovery::FirstNonLoopback(context_->hosts().interfaces(), &nic, &unused)) {
-    nics = {nic};
-  }
-  if (!discovery::ChooseLocalNics(nics, context_->hosts().interfaces(), &run_.nics, &driver_ip,
-                                  &err)) {
+  if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/false, {},
+                                      !config.remote_shell.empty(), context_->hosts().interfaces(),
+                                      &run_.nics, &driver_ip, &err)) {
     *result = {kExitUsage, err};
     return false;
   }

@@ -40,22 +40,9 @@ bool PlanStaticJob(const JobConfig& config, discovery::HostDirectory* hosts, Sta
     p.group_ranks.push_back(host_index[s.hostname]);
   }
   std::string driver_ip;
-  const std::vector<discovery::Interface>& interfaces = hosts->interfaces();
-  if (!p.remote_hosts.empty() && config.network_interfaces.empty()) {
-    // Workers must reach the rendezvous server: listen where the route toward them leaves.
-    std::string nic;
-    // With --remote-shell, hosts may be names only the remote shell knows (Kubernetes pods):
-    // then the server listens on the first interface that is not a loopback one.
-    if (!discovery::RouteToward(p.remote_hosts.front(), interfaces, &nic, &driver_ip, err) &&
-        (config.remote_shell.empty() || !discovery::FirstNonLoopback(interfaces, &nic, &driver_ip))) {
-      if (!config.remote_shell.empty()) {
-        *err += ": name the interface workers reach this machine on with --network-interface";
-      }
-      return false;
-    }
-    p.run.nics = {nic};
-  } else if (!discovery::ChooseLocalNics(config.network_interfaces, interfaces, &p.run.nics,
-                                         &driver_ip, err)) {
+  if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/true,
+                                      p.remote_hosts, !config.remote_shell.empty(),
+                                      hosts->interfaces(), &p.run.nics, &driver_ip, err)) {
     return false;
   }
   // torch.distributed's TCPStore is served by rank 0, so MASTER_ADDR names rank 0's host.

@@ -126,8 +126,9 @@ bool MpiPolicy::Prepare(JobResult* result) {
   });
   if (all_local) {
     std::string unused_ip;
-    if (!discovery::ChooseLocalNics(config.network_interfaces, directory.interfaces(), &job.nics,
-                                    &unused_ip, &err)) {
+    if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/true, {},
+                                        !config.remote_shell.empty(), directory.interfaces(),
+                                        &job.nics, &unused_ip, &err)) {
       *result = {kExitUsage, err};
       return false;
     }
