@@ -787,13 +787,35 @@ def horovod_phase(args, rng, etrun, work, env, pool, marker):
         say(chaos.scale(["--clear"]))
         chaos.overrides = {}
     disc.clear_tricks()
-    disc.write(initial)
-    deadline = time.monotonic() + 60
-    mark = max_committed(record_dir)
-    while job.proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
-        if max_committed(record_dir) >= mark + 10:
-            break
+
+    def settle():
+        deadline = time.monotonic() + 60
+        mark = max_committed(record_dir)
+        while job.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            if max_committed(record_dir) >= mark + 10:
+                break
+
+    # The initial hosts come back first beside the ones listed now: writing the initial list at
+    # once could drop every host of the current world (say, the last survivor is a host chaos
+    # added), and a round without any host of the previous one ends the job by design (spec 6.5
+    # step 6), as can_lose() avoids during the chaos. Once the world has grown onto them, the
+    # extra hosts go.
+    merged = dict(disc.hosts)
+    merged.update(initial)
+    disc.write(merged)
+    settle()
+    if merged != initial:
+        # Until a host of the initial list that is not in a cooldown trains in the world.
+        deadline = time.monotonic() + 60
+        while job.proc.poll() is None and time.monotonic() < deadline:
+            job.events()
+            world = {r["host"] for r in job.running_ranks()}
+            if (world - job.blacklisted) & set(initial):
+                break
+            time.sleep(0.5)
+        disc.write(initial)
+        settle()
     target = max_committed(record_dir) + 40
     tmp = steps_file + ".tmp"
     with open(tmp, "w") as f:
