@@ -402,8 +402,8 @@ void ElasticPolicy::ApplyOverrides(const std::string& body, ControlRespond respo
   if (!j["to"].is_null()) next.to = j["to"].get<int>();
   if (traits_.lent && (!next.add.empty() || !next.remove.empty())) {
     // The lender decides the job's hosts; slots past its grant are other jobs'.
-    return respond(400, {{"error", "the job's hosts are pool '" + traits_.lender +
-                                       "''s: change its share with `etrun pool priority`, or cap "
+    return respond(400, {{"error", "the job's hosts are lent by pool '" + traits_.lender +
+                                       "': change its share with `etrun pool priority`, or cap "
                                        "it with --to N"}});
   }
   if (next.to && *next.to < options_.min_np) {

@@ -392,7 +392,7 @@ TEST_CASE("elastic policy: etrun scale may not add or remove a lent source's hos
       CAPTURE(body);
       auto [status, error] = job.Scale(body);
       CHECK(status == 400);
-      CHECK(error.starts_with("the job's hosts are pool 'p1'"));
+      CHECK(error.starts_with("the job's hosts are lent by pool 'p1': "));
       CHECK(error.ends_with("change its share with `etrun pool priority`, or cap it with --to N"));
     }
     CHECK(job.policy.Status()["overrides"]["add"].empty());
