@@ -21,7 +21,7 @@
 
 #include "discovery/host_source.h"
 #include "control/control.h"
-#include "pool/pool_state.h"
+#include "pool/pool_wire.h"
 
 namespace etrun::pool {
 
@@ -66,6 +66,8 @@ class PoolClient : public discovery::HostSource {
 
  private:
   bool Find(control::JobEntry* entry, std::string* err) const;
+  // The join request: the options, and what the job holds and still drains.
+  JoinRequest Request() const;
   bool JoinWith(const control::JobEntry& entry, std::string* err);
   discovery::HostGrant Sync();
 

@@ -20,12 +20,6 @@ bool HigherFirst(int priority_a, int64_t arrival_a, int priority_b, int64_t arri
 
 }  // namespace
 
-int Grant::total() const {
-  int n = 0;
-  for (const Host& h : hosts) n += static_cast<int>(h.slots.size());
-  return n;
-}
-
 int PoolState::Job::count() const {
   int n = 0;
   for (const auto& [host, slots] : held) n += static_cast<int>(slots.size());
@@ -100,46 +94,33 @@ void PoolState::GiveBackMissing(Job* job) const {
   }
 }
 
-Releasing ReleasingFromJson(const nlohmann::json& j, int64_t version) {
-  return {j.at(0).get<std::string>(), j.at(1).get<int>(), j.at(2).get<int>(),
-          j.size() > 3 ? j.at(3).get<int64_t>() : version};
-}
-
-nlohmann::json PoolState::Holdings() const {
-  nlohmann::json jobs = nlohmann::json::array();
+Book PoolState::Holdings() const {
+  Book book;
+  book.pool = name_;
   for (const auto& [id, job] : jobs_) {
-    nlohmann::json held = nlohmann::json::object(), releasing = nlohmann::json::array();
-    for (const auto& [host, slots] : job.held) held[host] = slots;
-    for (const Releasing& r : job.releasing) releasing.push_back({r.host, r.local_rank, r.slot, r.version});
-    jobs.push_back({{"id", id}, {"version", job.version}, {"priority", job.priority}, {"min_np", job.min_np},
-                    {"max_np", job.max_np}, {"arrival", job.arrival}, {"pid", job.pid},
-                    {"local", job.local}, {"held", held}, {"releasing", releasing}});
+    book.jobs.push_back({id, job.version, job.priority, job.min_np, job.max_np, job.arrival,
+                         job.pid, job.local, job.held, job.releasing});
   }
-  return {{"pool", name_}, {"jobs", jobs}};
+  return book;
 }
 
-void PoolState::Restore(const nlohmann::json& holdings, PoolTime now) {
-  if (!holdings.is_object() || !holdings.contains("jobs") || !holdings["jobs"].is_array()) return;
-  for (const nlohmann::json& j : holdings["jobs"]) {
-    Job job;
-    try {
-      job.id = j.at("id").get<std::string>();
-      job.priority = j.at("priority").get<int>();
-      job.min_np = j.at("min_np").get<int>();
-      job.max_np = j.at("max_np").get<int>();
-      job.arrival = j.at("arrival").get<int64_t>();
-      job.pid = j.at("pid").get<int>();
-      job.local = j.at("local").get<bool>();
-      for (const auto& [host, slots] : j.at("held").items()) job.held[host] = slots.get<std::vector<int>>();
-      job.version = j.value("version", int64_t{0});
-      for (const nlohmann::json& r : j.at("releasing")) job.releasing.push_back(ReleasingFromJson(r, job.version));
-    } catch (const nlohmann::json::exception&) {
-      continue;  // a damaged entry: that job joins again as a new one
-    }
-    if (job.id.empty() || jobs_.count(job.id) != 0 || job.priority < 1 || job.min_np < 1 ||
-        job.max_np < job.min_np) {
+void PoolState::Restore(const Book& book, PoolTime now) {
+  for (const BookJob& entry : book.jobs) {
+    if (entry.id.empty() || jobs_.count(entry.id) != 0 || entry.priority < 1 || entry.min_np < 1 ||
+        entry.max_np < entry.min_np) {
       continue;
     }
+    Job job;
+    job.id = entry.id;
+    job.priority = entry.priority;
+    job.min_np = entry.min_np;
+    job.max_np = entry.max_np;
+    job.arrival = entry.arrival;
+    job.pid = entry.pid;
+    job.local = entry.local;
+    job.held = entry.held;
+    job.version = entry.version;
+    job.releasing = entry.releasing;
     GiveBackMissing(&job);  // slots this pool does not have (now), as when hosts change
     job.restored = true;
     job.admitted = job.count() > 0;
