@@ -118,6 +118,12 @@ class PoolState {
     int count() const;
   };
 
+  static bool CheckRequest(const JoinRequest& request, std::string* err);
+  std::string Rejoin(const JoinRequest& request, PoolTime now);
+  std::string UniqueId(const std::string& name) const;
+  int SlotsOf(const std::string& host) const;  // -1 for a host the pool does not have
+  void KeepHeld(const JoinRequest& request, Job* job) const;
+  void ReportJoined(const Job& job);
   void Rebalance(PoolTime now);
   void GiveBackMissing(Job* job) const;
   void Shrink(Job* job, int by);
