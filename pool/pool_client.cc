@@ -180,65 +180,82 @@ discovery::HostSourceTraits PoolClient::traits() const {
 discovery::HostGrant PoolClient::Sync() {
   control::JobEntry entry;
   std::string id;
-  discovery::HostGrant last;
   SyncRequest request;
+  discovery::HostGrant last;
   bool lost;
-  Grant from_pool;
   {
     std::lock_guard<std::mutex> lock(mu_);
     entry = entry_;
     id = id_;
     request.live = live_;
-    last = last_grant_;
-    lost = lost_;
     // The previous grant reached the driver before this run began (runs are one at a time, each
     // after the last result was applied): its version is what the job has seen.
     request.seen = seen_;
-    from_pool.version = seen_;  // kept when the pool sends none
+    last = last_grant_;
+    lost = lost_;
   }
   std::string reply, err;
-  int status = 0;
-  if (!lost) {
-    status = control::ControlRequest(entry, "POST", "/jobs/" + id + "/sync", SyncRequestToJson(request).dump(),
-                                      &reply, &err, kRequestTimeout);
-  }
+  int status = lost ? 0 : PostSync(entry, id, request, &reply, &err);
   if (status == 503) return last;  // the pool is starting: train on
   if (status == 0 || status == 401 || status == 410) {
     // The pool went away, or restarted (a new port or token, or no book of this job), or counted
     // this job gone: join it again with what we hold; until then train on the last grant.
-    control::JobEntry found;
-    std::string why;
     if (!lost) {
       spdlog::warn("pool '{}' {}: training on the slots held; joining again when it is back",
                    options_.pool, status == 0 ? "cannot be reached (" + err + ")"
                                   : status == 401 ? "was restarted" : "no longer knows this job");
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      lost_ = true;
-    }
-    if (!Find(&found, &why) || !JoinWith(found, &why)) return last;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      lost_ = false;
-      id = id_;
-      request.seen = seen_;
-      from_pool.version = seen_;
-    }
-    spdlog::info("joined pool '{}' again as '{}'", options_.pool, id);
-    err.clear();
-    status = control::ControlRequest(found, "POST", "/jobs/" + id + "/sync", SyncRequestToJson(request).dump(),
-                                      &reply, &err, kRequestTimeout);
-    if (status == 0) return last;
+    if (!Rejoin(&request, &reply, &status)) return last;
   }
-  discovery::HostGrant grant;
+  return Apply(status, reply);
+}
+
+int PoolClient::PostSync(const control::JobEntry& entry, const std::string& id,
+                         const SyncRequest& request, std::string* reply, std::string* err) const {
+  return control::ControlRequest(entry, "POST", "/jobs/" + id + "/sync", SyncRequestToJson(request).dump(),
+                                 reply, err, kRequestTimeout);
+}
+
+bool PoolClient::Rejoin(SyncRequest* request, std::string* reply, int* status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lost_ = true;
+  }
+  control::JobEntry found;
+  std::string why;
+  if (!Find(&found, &why) || !JoinWith(found, &why)) return false;
+  std::string id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lost_ = false;
+    id = id_;
+    request->seen = seen_;
+  }
+  spdlog::info("joined pool '{}' again as '{}'", options_.pool, id);
+  std::string err;
+  *status = PostSync(found, id, *request, reply, &err);
+  return *status != 0;
+}
+
+discovery::HostGrant PoolClient::Apply(int status, const std::string& reply) {
+  Grant from_pool;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    from_pool.version = seen_;  // kept when the pool sends none
+  }
   std::string bad;
   if (status != 200 || !GrantFromJson(nlohmann::json::parse(reply, nullptr, false), &from_pool, &bad)) {
+    discovery::HostGrant grant;
     std::string why = bad.empty() ? "answered " + std::to_string(status) + ": " + ErrorText(reply)
                                   : "sent a bad grant: " + bad;
     grant.failure = "the host discovery script failed (pool '" + options_.pool + "' " + why + ")";
     return grant;
   }
+  return Adopt(from_pool);
+}
+
+discovery::HostGrant PoolClient::Adopt(const Grant& from_pool) {
+  discovery::HostGrant grant;
   HostLists held;
   std::map<std::string, std::vector<SlotView>> views;
   for (const Grant::Host& h : from_pool.hosts) {
