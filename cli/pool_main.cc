@@ -21,6 +21,7 @@
 #include "launcher/shell_script_runner.h"
 #include "pool/pool_client.h"
 #include "pool/pool_daemon.h"
+#include "pool/pool_wire.h"
 
 namespace etrun::cli {
 
@@ -39,12 +40,11 @@ bool Ask(const JobEntry& pool, const std::string& method, const std::string& tar
   std::string text;
   int code = control::ControlRequest(pool, method, target, body.is_null() ? "" : body.dump(), &text, err);
   if (code == 0) return false;
-  *reply = json::parse(text, nullptr, false);
   if (code != 200) {
-    bool has = reply->is_object() && reply->contains("error") && (*reply)["error"].is_string();
-    *err = fmt::format("pool '{}': {}", pool.job, has ? (*reply)["error"].get<std::string>() : text);
+    *err = fmt::format("pool '{}': {}", pool.job, pool::ErrorText(text));
     return false;
   }
+  *reply = json::parse(text, nullptr, false);
   if (reply->is_discarded()) {
     *err = "pool '" + pool.job + "' sent a malformed reply";
     return false;
@@ -207,7 +207,7 @@ int PriorityMain(int argc, char** argv) {
   json reply;
   std::string err;
   if (!pool::FindPool(pool_name, &entry, &err) ||
-      !Ask(entry, "POST", "/priority", {{"job", job}, {"priority", priority}}, &reply, &err)) {
+      !Ask(entry, "POST", "/priority", pool::PriorityRequestToJson({job, priority}), &reply, &err)) {
     return Error(err, 1);
   }
   std::cout << fmt::format("job '{}' of pool '{}' now has priority {}\n", job, entry.job, priority);

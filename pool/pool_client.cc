@@ -9,48 +9,13 @@
 #include <spdlog/spdlog.h>
 
 #include "discovery/network.h"
+#include "pool/pool_wire.h"
 
 namespace etrun::pool {
 
 namespace {
 
 constexpr std::chrono::milliseconds kRequestTimeout(3000);
-
-nlohmann::json Lists(const HostLists& lists) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [host, list] : lists) j[host] = list;
-  return j;
-}
-
-std::string ErrorOf(const std::string& reply) {
-  nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
-  if (j.is_object() && j.contains("error") && j["error"].is_string()) return j["error"].get<std::string>();
-  return reply;
-}
-
-// The hosts of a grant, [{"host", "slots": [ids], "devices": [ids]}], as slot ids and views per
-// host (hosts without slots left out). Returns false on any other shape.
-bool ReadGrant(const nlohmann::json& hosts, std::vector<discovery::HostSlots>* order, HostLists* held,
-               std::map<std::string, std::vector<SlotView>>* views) {
-  for (const nlohmann::json& h : hosts) {
-    if (!h.is_object() || !h.contains("host") || !h["host"].is_string() || !h.contains("slots") ||
-        !h["slots"].is_array() || !h.contains("devices") || !h["devices"].is_array()) {
-      return false;
-    }
-    const std::string host = h["host"].get<std::string>();
-    const nlohmann::json& slots = h["slots"];
-    const nlohmann::json& devices = h["devices"];
-    if (slots.empty()) continue;
-    order->push_back({host, static_cast<int>(slots.size())});
-    for (size_t k = 0; k < slots.size(); ++k) {
-      if (!slots[k].is_number_integer() || (k < devices.size() && !devices[k].is_string())) return false;
-      int slot = slots[k].get<int>();
-      (*held)[host].push_back(slot);
-      (*views)[host].push_back({slot, k < devices.size() ? devices[k].get<std::string>() : ""});
-    }
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -116,51 +81,49 @@ bool PoolClient::Find(control::JobEntry* entry, std::string* err) const {
   return FindPool(options_.pool, entry, err);
 }
 
-bool PoolClient::JoinWith(const control::JobEntry& entry, std::string* err) {
-  std::string machine = control::MachineName();
-  HostLists held;
-  nlohmann::json releasing = nlohmann::json::array();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    held = held_;
-    // Live local ranks past the grant still drain slots given back: the pool must know them.
-    for (const auto& [host, ranks] : live_) {
-      auto granted = held_.find(host);
-      size_t have = granted == held_.end() ? 0 : granted->second.size();
-      auto views = slots_.find(host);
-      for (int rank : ranks) {
-        if (rank < 0 || static_cast<size_t>(rank) < have || views == slots_.end() ||
-            static_cast<size_t>(rank) >= views->second.size() || views->second[rank].slot < 0) {
-          continue;
-        }
-        releasing.push_back({host, rank, views->second[rank].slot});
+JoinRequest PoolClient::Request() const {
+  JoinRequest request = options_.join;
+  std::lock_guard<std::mutex> lock(mu_);
+  request.held = held_;
+  request.releasing.clear();
+  // Live local ranks past the grant still drain slots given back: the pool must know them.
+  for (const auto& [host, ranks] : live_) {
+    auto granted = held_.find(host);
+    size_t have = granted == held_.end() ? 0 : granted->second.size();
+    auto views = slots_.find(host);
+    for (int rank : ranks) {
+      if (rank < 0 || static_cast<size_t>(rank) < have || views == slots_.end() ||
+          static_cast<size_t>(rank) >= views->second.size() || views->second[rank].slot < 0) {
+        continue;
       }
+      request.releasing.push_back({host, rank, views->second[rank].slot});
     }
   }
-  const JoinRequest& r = options_.join;
-  nlohmann::json body = {{"name", r.name}, {"priority", r.priority}, {"min_np", r.min_np},
-                         {"max_np", r.max_np}, {"pid", r.pid}, {"machine", machine},
-                         {"held", Lists(held)}, {"releasing", releasing}};
+  return request;
+}
+
+bool PoolClient::JoinWith(const control::JobEntry& entry, std::string* err) {
+  std::string body = JoinRequestToJson(Request(), control::MachineName()).dump();
   std::string reply;
   int status = 0;
   // 503: the pool is starting (its hosts are not known yet); it answers within a discovery run.
   for (int attempt = 0; attempt < 100; ++attempt) {
-    status = control::ControlRequest(entry, "POST", "/jobs", body.dump(), &reply, err, kRequestTimeout);
+    status = control::ControlRequest(entry, "POST", "/jobs", body, &reply, err, kRequestTimeout);
     if (status != 503) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   if (status == 0) return false;
-  nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
-  if (status != 200 || !j.is_object() || !j.contains("id") || !j["id"].is_string()) {
-    *err = "pool '" + options_.pool + "' refused the job: " + ErrorOf(reply);
+  JoinReply joined;
+  if (status != 200 || !JoinReplyFromJson(nlohmann::json::parse(reply, nullptr, false), &joined)) {
+    *err = "pool '" + options_.pool + "' refused the job: " + ErrorText(reply);
     return false;
   }
   std::lock_guard<std::mutex> lock(mu_);
   entry_ = entry;
-  id_ = j["id"].get<std::string>();
+  id_ = joined.id;
   // A pool without this job's book starts its versions again: what we saw of the old one's
   // says nothing about the new one's.
-  seen_ = std::min(seen_, j.value("version", int64_t{0}));
+  seen_ = std::min(seen_, joined.version);
   return true;
 }
 
@@ -191,7 +154,7 @@ void PoolClient::Leave() {
   int status = control::ControlRequest(entry, "DELETE", "/jobs/" + id, "", &reply, &err, kRequestTimeout);
   if (status != 200) {
     spdlog::warn("could not tell pool '{}' that the job ended ({}); it frees the slots when it "
-                 "sees etrun gone", options_.pool, status == 0 ? err : ErrorOf(reply));
+                 "sees etrun gone", options_.pool, status == 0 ? err : ErrorText(reply));
   }
 }
 
@@ -217,73 +180,95 @@ discovery::HostSourceTraits PoolClient::traits() const {
 discovery::HostGrant PoolClient::Sync() {
   control::JobEntry entry;
   std::string id;
+  SyncRequest request;
   discovery::HostGrant last;
-  HostLists live;
   bool lost;
-  int64_t seen;
   {
     std::lock_guard<std::mutex> lock(mu_);
     entry = entry_;
     id = id_;
-    live = live_;
+    request.live = live_;
+    // The previous grant reached the driver before this run began (runs are one at a time, each
+    // after the last result was applied): its version is what the job has seen.
+    request.seen = seen_;
     last = last_grant_;
     lost = lost_;
-    seen = seen_;
   }
   std::string reply, err;
-  // The previous grant reached the driver before this run began (runs are one at a time, each
-  // after the last result was applied): its version is what the job has seen.
-  nlohmann::json body = {{"live", Lists(live)}, {"seen", seen}};
-  int status = 0;
-  if (!lost) {
-    status = control::ControlRequest(entry, "POST", "/jobs/" + id + "/sync", body.dump(), &reply,
-                                      &err, kRequestTimeout);
-  }
+  int status = lost ? 0 : PostSync(entry, id, request, &reply, &err);
   if (status == 503) return last;  // the pool is starting: train on
   if (status == 0 || status == 401 || status == 410) {
     // The pool went away, or restarted (a new port or token, or no book of this job), or counted
     // this job gone: join it again with what we hold; until then train on the last grant.
-    control::JobEntry found;
-    std::string why;
     if (!lost) {
       spdlog::warn("pool '{}' {}: training on the slots held; joining again when it is back",
                    options_.pool, status == 0 ? "cannot be reached (" + err + ")"
                                   : status == 401 ? "was restarted" : "no longer knows this job");
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      lost_ = true;
-    }
-    if (!Find(&found, &why) || !JoinWith(found, &why)) return last;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      lost_ = false;
-      id = id_;
-      body["seen"] = seen_;
-    }
-    spdlog::info("joined pool '{}' again as '{}'", options_.pool, id);
-    err.clear();
-    status = control::ControlRequest(found, "POST", "/jobs/" + id + "/sync", body.dump(), &reply,
-                                      &err, kRequestTimeout);
-    if (status == 0) return last;
+    if (!Rejoin(&request, &reply, &status)) return last;
   }
-  nlohmann::json j = nlohmann::json::parse(reply, nullptr, false);
+  return Apply(status, reply);
+}
+
+int PoolClient::PostSync(const control::JobEntry& entry, const std::string& id,
+                         const SyncRequest& request, std::string* reply, std::string* err) const {
+  return control::ControlRequest(entry, "POST", "/jobs/" + id + "/sync", SyncRequestToJson(request).dump(),
+                                 reply, err, kRequestTimeout);
+}
+
+bool PoolClient::Rejoin(SyncRequest* request, std::string* reply, int* status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lost_ = true;
+  }
+  control::JobEntry found;
+  std::string why;
+  if (!Find(&found, &why) || !JoinWith(found, &why)) return false;
+  std::string id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lost_ = false;
+    id = id_;
+    request->seen = seen_;
+  }
+  spdlog::info("joined pool '{}' again as '{}'", options_.pool, id);
+  std::string err;
+  *status = PostSync(found, id, *request, reply, &err);
+  return *status != 0;
+}
+
+discovery::HostGrant PoolClient::Apply(int status, const std::string& reply) {
+  Grant from_pool;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    from_pool.version = seen_;  // kept when the pool sends none
+  }
+  std::string bad;
+  if (status != 200 || !GrantFromJson(nlohmann::json::parse(reply, nullptr, false), &from_pool, &bad)) {
+    discovery::HostGrant grant;
+    std::string why = bad.empty() ? "answered " + std::to_string(status) + ": " + ErrorText(reply)
+                                  : "sent a bad grant: " + bad;
+    grant.failure = "the host discovery script failed (pool '" + options_.pool + "' " + why + ")";
+    return grant;
+  }
+  return Adopt(from_pool);
+}
+
+discovery::HostGrant PoolClient::Adopt(const Grant& from_pool) {
   discovery::HostGrant grant;
   HostLists held;
   std::map<std::string, std::vector<SlotView>> views;
-  if (status != 200 || !j.is_object() || !j.contains("hosts") || !j["hosts"].is_array()) {
-    grant.failure = "pool '" + options_.pool + "' answered " + std::to_string(status) + ": " + ErrorOf(reply);
-  } else if (!ReadGrant(j["hosts"], &grant.hosts, &held, &views)) {
-    grant.failure = "pool '" + options_.pool + "' sent a bad grant: " + j["hosts"].dump();
-  }
-  if (!grant.failure.empty()) {
-    grant.failure = "the host discovery script failed (" + grant.failure + ")";
-    grant.hosts.clear();
-    return grant;
+  for (const Grant::Host& h : from_pool.hosts) {
+    if (h.slots.empty()) continue;
+    grant.hosts.push_back({h.name, static_cast<int>(h.slots.size())});
+    for (size_t k = 0; k < h.slots.size(); ++k) {
+      held[h.name].push_back(h.slots[k]);
+      views[h.name].push_back({h.slots[k], k < h.devices.size() ? h.devices[k] : ""});
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   held_ = std::move(held);
-  if (j.contains("version") && j["version"].is_number_integer()) seen_ = j["version"].get<int64_t>();
+  seen_ = from_pool.version;
   // A local rank keeps its entry after it is given back (its process may still be starting or
   // draining); the pool grants that place again only with a new entry, written here first.
   for (auto& [host, list] : views) {

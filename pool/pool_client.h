@@ -21,7 +21,7 @@
 
 #include "discovery/host_source.h"
 #include "control/control.h"
-#include "pool/pool_state.h"
+#include "pool/pool_wire.h"
 
 namespace etrun::pool {
 
@@ -66,8 +66,23 @@ class PoolClient : public discovery::HostSource {
 
  private:
   bool Find(control::JobEntry* entry, std::string* err) const;
+  // The join request: the options, and what the job holds and still drains.
+  JoinRequest Request() const;
   bool JoinWith(const control::JobEntry& entry, std::string* err);
+  // One sync with the pool, on the sync thread: the grant, a failure, or the last grant again
+  // when the pool is away.
   discovery::HostGrant Sync();
+  // POST /jobs/ID/sync: the HTTP status (0: no answer, *err says why) and the reply's body.
+  int PostSync(const control::JobEntry& entry, const std::string& id, const SyncRequest& request,
+               std::string* reply, std::string* err) const;
+  // The pool went away, restarted (a new port or token, or no book of this job) or counted the
+  // job gone: joins it again with what the job holds and syncs once more (*status, *reply).
+  // False when the pool is still away.
+  bool Rejoin(SyncRequest* request, std::string* reply, int* status);
+  // A sync's answer -> the grant, or a failure (nothing kept).
+  discovery::HostGrant Apply(int status, const std::string& reply);
+  // Keeps a grant of the pool (slots held, each local rank's place) and returns it as a HostGrant.
+  discovery::HostGrant Adopt(const Grant& from_pool);
 
   ClientOptions options_;
   std::thread thread_;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -24,6 +25,7 @@
 #include "control/control.h"
 #include "pool/pool_client.h"
 #include "pool/pool_state.h"
+#include "pool/pool_wire.h"
 
 namespace etrun::pool {
 
@@ -121,9 +123,7 @@ class Daemon {
         &io_, [this](const rendezvous::HttpRequest& r, std::function<void(int, json)> respond) {
           Handle(r, std::move(respond));
         });
-    if (previous_book_.is_object() && previous_book_.contains("token") && previous_book_["token"].is_string()) {
-      server_->UseToken(previous_book_["token"].get<std::string>());
-    }
+    if (previous_book_) server_->UseToken(previous_book_->token);
     if (!server_->Start(options_.name, &err, control::kPoolRegistry, address, port)) {
       return Fail("cannot open pool '" + options_.name + "': " + err, 1);
     }
@@ -183,20 +183,22 @@ class Daemon {
   void LoadBook() {
     std::ifstream in(book_path_);
     if (!in) return;
-    previous_book_ = json::parse(in, nullptr, false);
-    if (previous_book_.is_discarded()) {
+    json j = json::parse(in, nullptr, false);
+    if (j.is_discarded()) {
       spdlog::warn("ignoring {}: not JSON", book_path_);
-      previous_book_ = nullptr;
+      return;
     }
+    Book book;
+    if (BookFromJson(j, &book)) previous_book_ = std::move(book);
   }
 
   void Restore() {
     if (restored_) return;
     restored_ = true;
-    if (previous_book_.is_null()) return SaveBook();
-    state_.Restore(previous_book_, Now());
-    previous_book_ = nullptr;
-    size_t jobs = state_.Holdings()["jobs"].size();
+    if (!previous_book_) return SaveBook();
+    state_.Restore(*previous_book_, Now());
+    previous_book_.reset();
+    size_t jobs = state_.Holdings().jobs.size();
     if (jobs > 0) {
       spdlog::info("{} job{} of the previous pool '{}' keep{} their slots until they join again",
                    jobs, jobs == 1 ? "" : "s", options_.name, jobs == 1 ? "s" : "");
@@ -208,11 +210,11 @@ class Daemon {
   void SaveBook() {
     if (!restored_ || book_path_.empty() || book_path_[0] != '/') return;
     std::string tmp = book_path_ + ".tmp" + std::to_string(getpid());
-    json book = state_.Holdings();
-    if (server_) book["token"] = server_->entry().token;
+    Book book = state_.Holdings();
+    if (server_) book.token = server_->entry().token;
     {
       std::ofstream out(tmp, std::ios::trunc);
-      out << book.dump() << "\n";
+      out << BookToJson(book).dump() << "\n";
       if (!out) return;
     }
     chmod(tmp.c_str(), 0600);
@@ -273,7 +275,7 @@ class Daemon {
     spdlog::info("pool '{}' stops ({}); its jobs train on with the slots they hold", options_.name, why);
     events_.Emit(events::kPoolStop);
     // Jobs that train on need the book at the next start; with none, nothing is left behind.
-    if (restored_ && state_.Holdings()["jobs"].empty()) unlink(book_path_.c_str());
+    if (restored_ && state_.Holdings().jobs.empty()) unlink(book_path_.c_str());
     server_.reset();  // unpublished: jobs find no pool and train on
     io_.stop();
   }
@@ -309,33 +311,19 @@ class Daemon {
     std::string path = r.target.substr(0, r.target.find('?'));
     if (r.method == "GET" && path == "/status") return respond(200, state_.Status(now));
     if (r.method == "POST" && path == "/stop") {
-      respond(200, {{"ok", true}});
+      respond(200, OkToJson());
       asio::post(io_, [this] { Shutdown("asked to stop"); });
       return;
     }
     json body = json::parse(r.body.empty() ? "{}" : r.body, nullptr, false);
-    if (!body.is_object()) return respond(400, {{"error", "the body is not a JSON object"}});
+    if (!body.is_object()) return respond(400, ErrorToJson("the body is not a JSON object"));
     // Until the first discovery run and the last pool's book are in, holdings are not known:
     // jobs wait (and train on) rather than be cut to nothing.
     if (!restored_ && r.method == "POST" && path.starts_with("/jobs")) {
-      return respond(503, {{"error", "pool '" + options_.name + "' is starting: its hosts are not known yet"}});
+      return respond(503, ErrorToJson("pool '" + options_.name + "' is starting: its hosts are not known yet"));
     }
     if (r.method == "POST" && path == "/jobs") return Join(body, now, respond);
-    if (r.method == "POST" && path == "/priority") {
-      std::string err;
-      if (!body.contains("job") || !body["job"].is_string() || !body.contains("priority") ||
-          !body["priority"].is_number_integer()) {
-        return respond(400, {{"error", "expected {\"job\": NAME, \"priority\": N}"}});
-      }
-      int64_t priority = body["priority"].get<int64_t>();
-      std::string job = body["job"].get<std::string>();
-      // Out of int range: refused by SetPriority's range check like any other bad number.
-      int value = priority < 1 || priority > INT32_MAX ? 0 : static_cast<int>(priority);
-      if (!state_.SetPriority(job, value, now, &err)) {
-        return respond(state_.HasJob(job) ? 400 : 404, {{"error", err}});
-      }
-      return respond(200, {{"ok", true}});
-    }
+    if (r.method == "POST" && path == "/priority") return Priority(body, now, respond);
     static constexpr std::string_view kJobs = "/jobs/";
     if (path.starts_with(kJobs)) {
       std::string rest = path.substr(kJobs.size());
@@ -343,74 +331,55 @@ class Daemon {
       std::string id = rest.substr(0, slash);
       std::string verb = slash == std::string::npos ? "" : rest.substr(slash + 1);
       if (r.method == "DELETE" && verb.empty()) {
-        if (!state_.Leave(id, events::kEnded, now)) return respond(404, {{"error", "no job '" + id + "'"}});
-        return respond(200, {{"ok", true}});
+        if (!state_.Leave(id, events::kEnded, now)) return respond(404, ErrorToJson("no job '" + id + "'"));
+        return respond(200, OkToJson());
       }
       if (r.method == "POST" && verb == "sync") return Sync(id, body, now, respond);
     }
-    respond(404, {{"error", "no such endpoint: " + r.method + " " + path}});
-  }
-
-  static bool ReadLists(const json& j, HostLists* out) {
-    if (!j.is_object()) return false;
-    for (const auto& [host, list] : j.items()) {
-      if (!list.is_array()) return false;
-      for (const json& v : list) {
-        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) return false;
-        (*out)[host].push_back(v.get<int>());
-      }
-    }
-    return true;
+    respond(404, ErrorToJson("no such endpoint: " + r.method + " " + path));
   }
 
   void Join(const json& body, PoolTime now, const std::function<void(int, json)>& respond) {
     static const char kShape[] =
         "expected {\"name\", \"priority\", \"min_np\", \"max_np\", \"pid\", \"machine\", \"held\"}";
     JoinRequest request;
-    try {
-      request.name = body.at("name").get<std::string>();
-      request.priority = body.at("priority").get<int>();
-      request.min_np = body.at("min_np").get<int>();
-      request.max_np = body.at("max_np").get<int>();
-      request.pid = body.value("pid", 0);
-      // On this machine and visible here: a job in another pid namespace is watched by lease.
-      request.local = body.value("machine", "") == machine_ && control::ProcessAlive(request.pid);
-    } catch (const json::exception&) {
-      return respond(400, {{"error", kShape}});
-    }
-    if (body.contains("held") && !ReadLists(body["held"], &request.held)) return respond(400, {{"error", kShape}});
-    if (body.contains("releasing")) {
-      try {
-        for (const json& r : body["releasing"]) request.releasing.push_back(ReleasingFromJson(r, 0));
-      } catch (const json::exception&) {
-        return respond(400, {{"error", kShape}});
-      }
-    }
+    std::string machine;
+    if (!JoinRequestFromJson(body, &request, &machine)) return respond(400, ErrorToJson(kShape));
+    // On this machine and visible here: a job in another pid namespace is watched by lease.
+    request.local = machine == machine_ && control::ProcessAlive(request.pid);
     std::string err;
     std::string id = state_.Join(request, now, &err);
-    if (id.empty()) return respond(400, {{"error", err}});
-    respond(200, {{"id", id}, {"version", state_.Version(id)}});
+    if (id.empty()) return respond(400, ErrorToJson(err));
+    respond(200, JoinReplyToJson({id, state_.Version(id)}));
   }
 
   void Sync(const std::string& id, const json& body, PoolTime now,
             const std::function<void(int, json)>& respond) {
-    HostLists live;
-    if (!body.contains("live") || !ReadLists(body["live"], &live) ||
-        (body.contains("seen") && !body["seen"].is_number_integer())) {
-      return respond(400, {{"error", "expected {\"live\": {host: [local ranks]}, \"seen\": N}"}});
+    SyncRequest request;
+    if (!SyncRequestFromJson(body, &request)) {
+      return respond(400, ErrorToJson("expected {\"live\": {host: [local ranks]}, \"seen\": N}"));
     }
     Grant grant;
     std::string err;
     // 410: this pool does not know the job (restarted without a book, or counted it gone).
-    if (!state_.Sync(id, live, body.value("seen", int64_t{0}), now, &grant, &err)) {
-      return respond(410, {{"error", err}});
+    if (!state_.Sync(id, request.live, request.seen, now, &grant, &err)) {
+      return respond(410, ErrorToJson(err));
     }
-    json hosts = json::array();
-    for (const Grant::Host& h : grant.hosts) {
-      hosts.push_back({{"host", h.name}, {"slots", h.slots}, {"devices", h.devices}});
+    respond(200, GrantToJson(grant));
+  }
+
+  void Priority(const json& body, PoolTime now, const std::function<void(int, json)>& respond) {
+    PriorityRequest request;
+    if (!PriorityRequestFromJson(body, &request)) {
+      return respond(400, ErrorToJson("expected {\"job\": NAME, \"priority\": N}"));
     }
-    respond(200, {{"hosts", hosts}, {"target", grant.target}, {"queued", grant.queued},
-                  {"version", grant.version}});
+    // Out of int range: refused by SetPriority's range check like any other bad number.
+    int value = request.priority < 1 || request.priority > INT32_MAX ? 0 : static_cast<int>(request.priority);
+    std::string err;
+    if (!state_.SetPriority(request.job, value, now, &err)) {
+      return respond(state_.HasJob(request.job) ? 400 : 404, ErrorToJson(err));
+    }
+    respond(200, OkToJson());
   }
 
   static PoolTime Now() { return std::chrono::steady_clock::now(); }
@@ -427,7 +396,7 @@ class Daemon {
   std::unique_ptr<control::ControlServer> server_;
   std::string machine_;
   std::string book_path_;  // the pool's book, kept for its next start
-  json previous_book_;     // the last pool's, until restored
+  std::optional<Book> previous_book_;  // the last pool's, until restored
   bool restored_ = false;  // the last pool's book applied: this one's may be written
   bool stopping_ = false;
 };

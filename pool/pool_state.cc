@@ -20,12 +20,6 @@ bool HigherFirst(int priority_a, int64_t arrival_a, int priority_b, int64_t arri
 
 }  // namespace
 
-int Grant::total() const {
-  int n = 0;
-  for (const Host& h : hosts) n += static_cast<int>(h.slots.size());
-  return n;
-}
-
 int PoolState::Job::count() const {
   int n = 0;
   for (const auto& [host, slots] : held) n += static_cast<int>(slots.size());
@@ -100,46 +94,33 @@ void PoolState::GiveBackMissing(Job* job) const {
   }
 }
 
-Releasing ReleasingFromJson(const nlohmann::json& j, int64_t version) {
-  return {j.at(0).get<std::string>(), j.at(1).get<int>(), j.at(2).get<int>(),
-          j.size() > 3 ? j.at(3).get<int64_t>() : version};
-}
-
-nlohmann::json PoolState::Holdings() const {
-  nlohmann::json jobs = nlohmann::json::array();
+Book PoolState::Holdings() const {
+  Book book;
+  book.pool = name_;
   for (const auto& [id, job] : jobs_) {
-    nlohmann::json held = nlohmann::json::object(), releasing = nlohmann::json::array();
-    for (const auto& [host, slots] : job.held) held[host] = slots;
-    for (const Releasing& r : job.releasing) releasing.push_back({r.host, r.local_rank, r.slot, r.version});
-    jobs.push_back({{"id", id}, {"version", job.version}, {"priority", job.priority}, {"min_np", job.min_np},
-                    {"max_np", job.max_np}, {"arrival", job.arrival}, {"pid", job.pid},
-                    {"local", job.local}, {"held", held}, {"releasing", releasing}});
+    book.jobs.push_back({id, job.version, job.priority, job.min_np, job.max_np, job.arrival,
+                         job.pid, job.local, job.held, job.releasing});
   }
-  return {{"pool", name_}, {"jobs", jobs}};
+  return book;
 }
 
-void PoolState::Restore(const nlohmann::json& holdings, PoolTime now) {
-  if (!holdings.is_object() || !holdings.contains("jobs") || !holdings["jobs"].is_array()) return;
-  for (const nlohmann::json& j : holdings["jobs"]) {
-    Job job;
-    try {
-      job.id = j.at("id").get<std::string>();
-      job.priority = j.at("priority").get<int>();
-      job.min_np = j.at("min_np").get<int>();
-      job.max_np = j.at("max_np").get<int>();
-      job.arrival = j.at("arrival").get<int64_t>();
-      job.pid = j.at("pid").get<int>();
-      job.local = j.at("local").get<bool>();
-      for (const auto& [host, slots] : j.at("held").items()) job.held[host] = slots.get<std::vector<int>>();
-      job.version = j.value("version", int64_t{0});
-      for (const nlohmann::json& r : j.at("releasing")) job.releasing.push_back(ReleasingFromJson(r, job.version));
-    } catch (const nlohmann::json::exception&) {
-      continue;  // a damaged entry: that job joins again as a new one
-    }
-    if (job.id.empty() || jobs_.count(job.id) != 0 || job.priority < 1 || job.min_np < 1 ||
-        job.max_np < job.min_np) {
+void PoolState::Restore(const Book& book, PoolTime now) {
+  for (const BookJob& entry : book.jobs) {
+    if (entry.id.empty() || jobs_.count(entry.id) != 0 || entry.priority < 1 || entry.min_np < 1 ||
+        entry.max_np < entry.min_np) {
       continue;
     }
+    Job job;
+    job.id = entry.id;
+    job.priority = entry.priority;
+    job.min_np = entry.min_np;
+    job.max_np = entry.max_np;
+    job.arrival = entry.arrival;
+    job.pid = entry.pid;
+    job.local = entry.local;
+    job.held = entry.held;
+    job.version = entry.version;
+    job.releasing = entry.releasing;
     GiveBackMissing(&job);  // slots this pool does not have (now), as when hosts change
     job.restored = true;
     job.admitted = job.count() > 0;
@@ -155,18 +136,46 @@ void PoolState::Restore(const nlohmann::json& holdings, PoolTime now) {
 }
 
 std::string PoolState::Join(const JoinRequest& request, PoolTime now, std::string* err) {
+  if (!CheckRequest(request, err)) return "";
+  if (std::string id = Rejoin(request, now); !id.empty()) return id;
+  std::string id = UniqueId(request.name);
+  Job job;
+  job.id = id;
+  job.priority = request.priority;
+  job.min_np = request.min_np;
+  job.max_np = request.max_np;
+  job.arrival = arrivals_++;
+  job.pid = request.pid;
+  job.local = request.local;
+  job.last_heard = now;
+  KeepHeld(request, &job);
+  if (job.count() > 0) {
+    job.admitted = true;
+    job.last_grow = now;
+  }
+  ReportJoined(job);
+  jobs_[id] = std::move(job);
+  Rebalance(now);
+  return id;
+}
+
+bool PoolState::CheckRequest(const JoinRequest& request, std::string* err) {
   if (request.min_np < 1 || request.max_np < request.min_np) {
     *err = "--min-np " + std::to_string(request.min_np) + " and --max-np " +
            std::to_string(request.max_np) + ": need 1 <= min-np <= max-np";
-    return "";
+    return false;
   }
   if (request.priority < 1 || request.priority > kMaxPriority) {
     *err = "--priority " + std::to_string(request.priority) + " is out of range: give 1.." +
            std::to_string(kMaxPriority) + " (default " + std::to_string(kDefaultPriority) + ")";
-    return "";
+    return false;
   }
-  // The job of a restored placeholder joining again: it keeps its id and the book's holdings
-  // (newer than the job's own idea of them).
+  return true;
+}
+
+// The job of a restored placeholder joining again: it keeps its id and the book's holdings
+// (newer than the job's own idea of them). Returns its id, or "" when no placeholder is its.
+std::string PoolState::Rejoin(const JoinRequest& request, PoolTime now) {
   for (auto& [id, job] : jobs_) {
     if (!job.restored) continue;
     bool same = job.local ? request.local && request.pid == job.pid && request.pid > 0
@@ -177,75 +186,64 @@ std::string PoolState::Join(const JoinRequest& request, PoolTime now, std::strin
     job.min_np = request.min_np;
     job.max_np = request.max_np;
     job.last_heard = now;
-    events_(events::kPoolJobJoined, {{field::kJob, id}, {field::kPriority, job.priority},
-                                     {field::kMinNp, job.min_np}, {field::kMaxNp, job.max_np},
-                                     {field::kSlots, job.count()}});
+    ReportJoined(job);
     std::string kept = id;
     Rebalance(now);
     return kept;
   }
-  // Ids go into URLs and file names: letters, digits, '.', '_' and '-' only.
-  std::string base = request.name.empty() ? "job" : request.name.substr(0, 200);
+  return "";
+}
+
+// Ids go into URLs and file names: letters, digits, '.', '_' and '-' only; "-2", "-3"... when
+// taken.
+std::string PoolState::UniqueId(const std::string& name) const {
+  std::string base = name.empty() ? "job" : name.substr(0, 200);
   for (char& c : base) {
     if (!isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
   }
   std::string id = base;
   for (int n = 2; jobs_.count(id) != 0; ++n) id = base + "-" + std::to_string(n);
-  Job job;
-  job.id = id;
-  job.priority = request.priority;
-  job.min_np = request.min_np;
-  job.max_np = request.max_np;
-  job.arrival = arrivals_++;
-  job.pid = request.pid;
-  job.local = request.local;
-  job.last_heard = now;
-  // Re-registration: keep what it holds where the slot exists and nobody else has it; a list is
-  // cut at the first slot it cannot keep (the job drops those local ranks).
+  return id;
+}
+
+int PoolState::SlotsOf(const std::string& host) const {
+  int slots = -1;
+  for (const PoolHost& h : hosts_) {
+    if (h.name == host) slots = h.slots;
+  }
+  return slots;
+}
+
+// Re-registration: keep what the job holds where the slot exists and nobody else has it; a list
+// is cut at the first slot it cannot keep (the job drops those local ranks). Local ranks past
+// the cut, and slots the job says it still drains, run until the job drains them: those slots
+// that exist and are free stay the job's (releasing) until then.
+void PoolState::KeepHeld(const JoinRequest& request, Job* job) const {
   std::map<std::string, std::set<int>> busy = Busy();
+  auto claim = [&busy](const std::string& host, int slot, int slots) {
+    if (slot < 0 || slot >= slots || busy[host].count(slot) != 0) return false;
+    busy[host].insert(slot);
+    return true;
+  };
   for (const auto& [host, list] : request.held) {
-    int slots = -1;
-    for (const PoolHost& h : hosts_) {
-      if (h.name == host) slots = h.slots;
-    }
+    int slots = SlotsOf(host);
     std::vector<int> kept;
     size_t k = 0;
+    for (; k < list.size() && claim(host, list[k], slots); ++k) kept.push_back(list[k]);
     for (; k < list.size(); ++k) {
-      int slot = list[k];
-      if (slot < 0 || slot >= slots || busy[host].count(slot) != 0) break;
-      busy[host].insert(slot);
-      kept.push_back(slot);
+      if (claim(host, list[k], slots)) job->releasing.push_back({host, static_cast<int>(k), list[k]});
     }
-    // Local ranks past the cut still run until the job drains them: the slots of theirs that
-    // exist and are free stay the job's until then.
-    for (; k < list.size(); ++k) {
-      int slot = list[k];
-      if (slot < 0 || slot >= slots || busy[host].count(slot) != 0) continue;
-      busy[host].insert(slot);
-      job.releasing.push_back({host, static_cast<int>(k), slot});
-    }
-    if (!kept.empty()) job.held[host] = std::move(kept);
+    if (!kept.empty()) job->held[host] = std::move(kept);
   }
-  // Slots it still drains stay its own until it reports them gone.
   for (const Releasing& r : request.releasing) {
-    int slots = -1;
-    for (const PoolHost& h : hosts_) {
-      if (h.name == r.host) slots = h.slots;
-    }
-    if (r.slot < 0 || r.slot >= slots || busy[r.host].count(r.slot) != 0) continue;
-    busy[r.host].insert(r.slot);
-    job.releasing.push_back(r);
+    if (claim(r.host, r.slot, SlotsOf(r.host))) job->releasing.push_back(r);
   }
-  if (job.count() > 0) {
-    job.admitted = true;
-    job.last_grow = now;
-  }
-  events_(events::kPoolJobJoined, {{field::kJob, id}, {field::kPriority, job.priority},
+}
+
+void PoolState::ReportJoined(const Job& job) {
+  events_(events::kPoolJobJoined, {{field::kJob, job.id}, {field::kPriority, job.priority},
                                    {field::kMinNp, job.min_np}, {field::kMaxNp, job.max_np},
                                    {field::kSlots, job.count()}});
-  jobs_[id] = std::move(job);
-  Rebalance(now);
-  return id;
 }
 
 bool PoolState::Sync(const std::string& id, const HostLists& live, int64_t seen, PoolTime now,

@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pool/allocation.h"
+#include "pool/pool_wire.h"
 
 namespace etrun::pool {
 
@@ -45,50 +46,6 @@ struct PoolHost {
   int slots = 0;
   std::vector<std::string> devices;  // GPU ids ("0", a UUID); empty: plain slots
   bool operator==(const PoolHost&) const = default;
-};
-
-// host -> slot indices in local-rank order (a holding), or host -> local ranks (a live report).
-using HostLists = std::map<std::string, std::vector<int>>;
-
-// A slot a job still runs a process on although it was taken from it (draining).
-struct Releasing {
-  std::string host;
-  int local_rank = 0;
-  int slot = 0;
-  // The job's grant version that no longer has it: the slot is free only once the job reported
-  // that version seen (its driver works from it) and no live process in that local rank. Before,
-  // a rank gone for another reason (a crash) could be restarted there from the older grant.
-  int64_t version = 0;
-};
-
-// [host, local rank, slot] or [host, local rank, slot, version] (the book, a join request);
-// `version` when the entry has none. Throws nlohmann::json::exception on another shape.
-Releasing ReleasingFromJson(const nlohmann::json& j, int64_t version);
-
-struct JoinRequest {
-  std::string name;               // the job's name; made unique by the pool
-  int priority = kDefaultPriority;
-  int min_np = 1;
-  int max_np = 1;
-  int pid = 0;                    // the job's etrun, when `local`
-  bool local = true;              // runs on the pool's machine: its pid is watched
-  // Re-registration with a pool that lost its book: what it holds, and slots it still drains.
-  HostLists held;
-  std::vector<Releasing> releasing;
-};
-
-// What a job may use now: per host, in local-rank order, the slot indices and their devices.
-struct Grant {
-  struct Host {
-    std::string name;
-    std::vector<int> slots;
-    std::vector<std::string> devices;  // per slot; empty strings for plain slots
-  };
-  std::vector<Host> hosts;
-  int target = 0;
-  bool queued = false;
-  int64_t version = 0;  // changes whenever slots are taken from the job; the job echoes it back
-  int total() const;
 };
 
 class PoolState {
@@ -106,11 +63,13 @@ class PoolState {
   const std::vector<PoolHost>& hosts() const { return hosts_; }
   int total() const;
 
-  // The book as JSON (the daemon keeps it in a file), and a new pool's start from it: every job
-  // is restored with what it held, as a placeholder that keeps those slots from other jobs until
-  // the job joins again (adopted by pid, or by name for jobs on other machines) or is gone.
-  nlohmann::json Holdings() const;
-  void Restore(const nlohmann::json& holdings, PoolTime now);
+  // The book (the daemon keeps it in a file: pool/pool_wire.h), and a new pool's start from it:
+  // every job is restored with what it held, as a placeholder that keeps those slots from other
+  // jobs until the job joins again (adopted by pid, or by name for jobs on other machines) or is
+  // gone. A job whose entry makes no sense (no id, a bad priority or np range, slots another
+  // restored job holds) is left out: it joins again as a new one. Holdings()'s token is "".
+  Book Holdings() const;
+  void Restore(const Book& book, PoolTime now);
 
   // A job joins (or re-registers with what it holds). Returns its id (the name, made unique, with
   // characters other than letters, digits, '.', '_' and '-' replaced by '_'), or "" with *err.
@@ -159,6 +118,12 @@ class PoolState {
     int count() const;
   };
 
+  static bool CheckRequest(const JoinRequest& request, std::string* err);
+  std::string Rejoin(const JoinRequest& request, PoolTime now);
+  std::string UniqueId(const std::string& name) const;
+  int SlotsOf(const std::string& host) const;  // -1 for a host the pool does not have
+  void KeepHeld(const JoinRequest& request, Job* job) const;
+  void ReportJoined(const Job& job);
   void Rebalance(PoolTime now);
   void GiveBackMissing(Job* job) const;
   void Shrink(Job* job, int by);

@@ -9,6 +9,7 @@
 
 #include "events/schema.h"
 
+using etrun::pool::Book;
 using etrun::pool::Grant;
 using etrun::pool::HostLists;
 using etrun::pool::JoinRequest;
@@ -291,7 +292,7 @@ TEST_CASE("pool: a restarted pool keeps the old jobs' slots until they join agai
   FakeJob old{first.Join(a, t, &err), {}, {}};
   old.Sync(&first, t);
   REQUIRE(old.grant.total() == 4);
-  nlohmann::json book = first.Holdings();
+  Book book = first.Holdings();
 
   PoolState second("p", 1, 0ms, [](const char*, nlohmann::json) {});
   second.SetHosts({{"h", 4, {}}}, t);
@@ -349,7 +350,7 @@ TEST_CASE("pool: ids are safe in URLs and file names; a restored job on a host t
   pool.SetHosts({{"h", 2, {}}, {"g", 2, {}}}, t);
   std::string err;
   CHECK(pool.Join(Request("exp/1 run", 1, 4), t, &err) == "exp_1_run");
-  nlohmann::json book = pool.Holdings();
+  Book book = pool.Holdings();
   PoolState next("p", 1, 0ms, [](const char*, nlohmann::json) {});
   next.SetHosts({{"h", 2, {}}}, t);  // g is gone
   next.Restore(book, t);
