@@ -6,9 +6,7 @@
 #include <map>
 
 namespace etrun::discovery {
-namespace {
 
-// Keeps the total slot count within kMaxDiscoveredSlots: the first hosts keep theirs.
 void CapSlots(std::vector<HostSlots>* hosts, std::vector<std::string>* warnings) {
   int64_t total = 0;
   for (const HostSlots& h : *hosts) total += h.slots;
@@ -23,8 +21,6 @@ void CapSlots(std::vector<HostSlots>* hosts, std::vector<std::string>* warnings)
                       std::to_string(kMaxDiscoveredSlots) + "; use --max-np to say how many "
                       "ranks the job may use");
 }
-
-}  // namespace
 
 bool ParseDiscoveryOutput(std::string_view output, int default_slots,
                           std::vector<HostSlots>* hosts, std::vector<std::string>* warnings,
@@ -54,6 +50,11 @@ bool ParseDiscoveryOutput(std::string_view output, int default_slots,
                std::string(line) + "\"";
         return false;
       }
+    }
+    if (slots > kMaxSlotsPerHost) {
+      *err = where + "at most " + std::to_string(kMaxSlotsPerHost) + " slots per host, got \"" +
+             std::string(line) + "\"";
+      return false;
     }
     if (!IsValidHostName(name)) {
       *err = where + "expected host or host:slots (letters, digits, '.', '_', '-'), got \"" +

@@ -22,6 +22,15 @@ inline constexpr size_t kMaxDiscoveredHosts = 10000;
 // in one job is far beyond anything etrun is tested with (256).
 inline constexpr int kMaxDiscoveredSlots = 1 << 16;
 
+// At most this many slots on one host. The largest machines training runs on carry a few
+// hundred hardware threads (a 4-socket server: ~900; 8 GPUs x 8 ranks: 64); a count above this
+// is a typo (`localhost:100000000`), not a machine, so its line is refused like any bad line.
+inline constexpr int kMaxSlotsPerHost = 4096;
+
+// Keeps the total slot count of `hosts` within kMaxDiscoveredSlots (the first hosts keep theirs),
+// with a warning when it cuts.
+void CapSlots(std::vector<HostSlots>* hosts, std::vector<std::string>* warnings);
+
 // Parses `output`. `default_slots` is --slots-per-host (or 1). Empty output is legal: no hosts
 // yet. On success fills *hosts (in first-appearance order) and appends a message per duplicate,
 // and one for each cap reached (hosts, slots), to *warnings. On a bad line returns false, sets *err ("line 3: ..."), leaves *hosts unchanged.

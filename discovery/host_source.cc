@@ -45,9 +45,9 @@ void ScriptHostSource::Poll(std::function<void(HostGrant)> done) {
 }
 
 FixedHostSource::FixedHostSource(const std::vector<HostSlots>& hosts) {
-  std::string listing;
-  for (const HostSlots& h : hosts) listing += h.name + ":" + std::to_string(h.slots) + "\n";
-  grant_ = GrantFromScript({true, listing, "", ""}, 1);
+  grant_.ok = true;
+  grant_.hosts = hosts;
+  CapSlots(&grant_.hosts, &grant_.warnings);
 }
 
 }  // namespace etrun::discovery

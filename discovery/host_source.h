@@ -80,8 +80,8 @@ class ScriptHostSource : public HostSource {
   int default_slots_;
 };
 
-// Hosts that never change: every poll answers them at once, on the caller's thread, under the
-// same caps and warnings as a script's lines.
+// Hosts that never change (-H, --hostfile, localhost:<np>): every poll answers them at once, on
+// the caller's thread, under the same total slot cap as a script's lines.
 class FixedHostSource : public HostSource {
  public:
   explicit FixedHostSource(const std::vector<HostSlots>& hosts);

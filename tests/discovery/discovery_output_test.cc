@@ -43,21 +43,28 @@ TEST_CASE("a host listed twice keeps its last slot count, with a warning") {
 }
 
 TEST_CASE("slots beyond the total cap are dropped from the last hosts, with one warning") {
-  // Given a script that prints 100,000,000 slots (rank assignment builds an entry per slot),
-  // the first hosts keep theirs up to kMaxDiscoveredSlots; the rest get none.
+  // Given 17 hosts of 4096 slots (69,632 in all; rank assignment builds an entry per slot), the
+  // first hosts keep theirs up to kMaxDiscoveredSlots; the rest get none.
   using etrun::discovery::kMaxDiscoveredSlots;
   std::vector<HostSlots> hosts;
   std::vector<std::string> warnings;
   std::string err;
-  REQUIRE(ParseDiscoveryOutput("a:2\nhuge:100000000\nb:3\n", 1, &hosts, &warnings, &err));
-  CHECK(hosts == std::vector<HostSlots>{{"a", 2}, {"huge", kMaxDiscoveredSlots - 2}, {"b", 0}});
+  std::string listing;
+  for (int i = 0; i < 17; ++i) listing += "h" + std::to_string(i) + ":4096\n";
+  REQUIRE(ParseDiscoveryOutput(listing, 1, &hosts, &warnings, &err));
+  REQUIRE(hosts.size() == 17);
+  CHECK(hosts[15] == HostSlots{"h15", 4096});
+  CHECK(hosts[16] == HostSlots{"h16", 0});
   REQUIRE(warnings.size() == 1);
-  CHECK(warnings[0] == "more than 65536 slots listed (100000005): using the first 65536; use "
+  CHECK(warnings[0] == "more than 65536 slots listed (69632): using the first 65536; use "
                        "--max-np to say how many ranks the job may use");
   warnings.clear();
-  REQUIRE(ParseDiscoveryOutput("a:65535\nb:1\n", 1, &hosts, &warnings, &err));
-  CHECK(hosts == std::vector<HostSlots>{{"a", 65535}, {"b", 1}});  // exactly at the cap
+  listing.resize(listing.rfind("h16:"));  // 16 x 4096: exactly at the cap
+  REQUIRE(ParseDiscoveryOutput(listing, 1, &hosts, &warnings, &err));
+  CHECK(hosts.size() == 16);
+  CHECK(hosts.back() == HostSlots{"h15", 4096});
   CHECK(warnings.empty());
+  CHECK(16 * 4096 == kMaxDiscoveredSlots);
 }
 
 TEST_CASE("bad discovery lines are errors that name the line") {
@@ -71,6 +78,9 @@ TEST_CASE("bad discovery lines are errors that name the line") {
       {"a:\n", "line 1: expected host or host:slots with a whole number of slots, got \"a:\""},
       {"\nnode one:2\n", "line 2: expected host or host:slots (letters, digits, '.', '_', '-'), got \"node one:2\""},
       {":2\n", "line 1: expected host or host:slots (letters, digits, '.', '_', '-'), got \":2\""},
+      // A count no machine has (a typo) is a bad line, not 100 million ranks to try.
+      {"a:2\nhuge:100000000\n", "line 2: at most 4096 slots per host, got \"huge:100000000\""},
+      {"a:4097\n", "line 1: at most 4096 slots per host, got \"a:4097\""},
   };
   for (const Case& c : cases) {
     CAPTURE(c.output);

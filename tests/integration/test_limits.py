@@ -96,3 +96,55 @@ def test_a_discovery_script_printing_more_than_1_mib_fails_clearly(tmp_path):
         "etrun: error: the host discovery script failed (printed more than 1 MiB on stdout (etrun "
         "reads at most that: one host:slots line per host))")
 
+
+
+def test_a_slot_count_no_machine_has_is_a_bad_discovery_line(tmp_path):
+    # Issue 22's run: a typo in a slot count (localhost:100000000) is refused like any bad line:
+    # one error line, exit 1, no rank started (was: 65,536 ranks tried, 100,000 error lines).
+    script = write_script(tmp_path, "echo localhost:100000000\n")
+    r = run_etrun(["-np", "2", "--min-np", "1", "--host-discovery-script", script, "true"], timeout=60)
+    assert r.returncode == 1
+    assert r.stdout == b""
+    assert r.stderr.decode() == (
+        'etrun: error: the host discovery script printed a bad line 1: at most 4096 slots per host, '
+        'got "localhost:100000000": fix the script; it must print host:slots lines\n')
+
+
+def test_a_slot_count_typo_later_keeps_the_hosts_and_the_job(tmp_path):
+    # A running job whose script starts printing an absurd count keeps its hosts, says so in a
+    # warning per run, and finishes as if nothing happened.
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:2\n")
+    gate = tmp_path / "gate"
+    gate.write_text("")
+    script = write_script(tmp_path, f"cat {hosts}\n")
+    worker = f'echo up; while [ -e {gate} ]; do sleep 0.05; done; echo done'
+    events = tmp_path / "events.jsonl"
+    p = subprocess.Popen([ETRUN, "-np", "2", "--min-np", "1", "--discovery-interval", "0.2",
+                          "--events-file", str(events), "--host-discovery-script", script,
+                          "sh", "-c", worker],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        seen = b""
+        while seen.count(b"up\n") < 2:
+            line = p.stdout.readline()
+            assert line, "etrun ended before both ranks were up"
+            seen += line
+        hosts.write_text("localhost:100000000\n")
+        deadline = time.monotonic() + 30
+        while events.read_text().count('"discovery_failed"') < 2:  # two runs saw the bad line
+            assert time.monotonic() < deadline, "no discovery_failed event"
+            time.sleep(0.05)
+        gate.unlink()
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err.decode()[-2000:]
+    assert rank_lines((seen + out).decode()) == {0: ["up", "done"], 1: ["up", "done"]}
+    lines = err.decode().splitlines()
+    assert lines, "expected a warning about the bad line"
+    assert all(l == 'etrun: warning: the host discovery script printed a bad line 1: at most 4096 '
+                    'slots per host, got "localhost:100000000"; keeping the last host list'
+               for l in lines), lines
