@@ -83,6 +83,13 @@ std::string EnvValue(const std::vector<std::string>& env, std::string_view name)
   return "";
 }
 
+std::string CommandCannotRun(const std::vector<std::string>& command,
+                             const std::vector<std::string>& environment) {
+  std::string err;
+  if (!FindProgram(command.at(0), EnvValue(environment, "PATH"), &err).empty()) return "";
+  return "cannot run '" + command[0] + "': " + err + ": check the command and PATH";
+}
+
 std::string FindProgram(const std::string& name, const std::string& path_env, std::string* err) {
   if (name.empty()) {
     *err = "the command is empty";

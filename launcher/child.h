@@ -30,6 +30,12 @@ std::string EnvValue(const std::vector<std::string>& env, std::string_view name)
 // in PATH", "no such file", "not an executable file") when there is no executable of that name.
 std::string FindProgram(const std::string& name, const std::string& path_env, std::string* err);
 
+// Whether `command` can run on this machine: its program is found on the PATH of `environment`
+// (or is an executable path). Returns "" when it can, else the job's one-line cause:
+// "cannot run 'X': <why>: check the command and PATH" (exit code kExitCommandNotFound).
+std::string CommandCannotRun(const std::vector<std::string>& command,
+                             const std::vector<std::string>& environment);
+
 // The open-file limit: etrun raises its own soft limit (the rendezvous server may hold thousands
 // of connections) and hands every child the limit it started with. main() owns the one object.
 class FileLimit {

@@ -77,10 +77,9 @@ bool StaticPolicy::Prepare(JobResult* result) {
            plan_.remote_hosts.end();
   });
   // Fail before starting anything when the command cannot run at all.
-  if (any_local && FindProgram(config.command.at(0), EnvValue(context_->environment(), "PATH"),
-                               &err).empty()) {
-    *result = {kExitCommandNotFound,
-               "cannot run '" + config.command[0] + "': " + err + ": check the command and PATH"};
+  if (std::string cause = any_local ? CommandCannotRun(config.command, context_->environment()) : "";
+      !cause.empty()) {
+    *result = {kExitCommandNotFound, cause};
     return false;
   }
   if (!PlanGpus(&err)) {

@@ -132,6 +132,11 @@ bool MpiPolicy::Prepare(JobResult* result) {
       *result = {kExitUsage, err};
       return false;
     }
+    // mpirun would print a box and exit 134; say it as the other modes do, before it starts.
+    if (std::string cause = CommandCannotRun(config.command, context_->environment()); !cause.empty()) {
+      *result = {kExitCommandNotFound, cause};
+      return false;
+    }
   } else {
     job.nics = config.network_interfaces;
   }

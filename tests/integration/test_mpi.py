@@ -2,6 +2,7 @@
 
 Open MPI's --tag-output prefixes each line with [<jobid>,<rank>]<stdout>: (jobid 1 here).
 """
+import json
 import os
 import re
 import shutil
@@ -248,3 +249,17 @@ def test_output_filename_files_hold_whole_lines_too(tmp_path):
         assert out == [f"[1,{k}]<stdout>:MPI {k} {i}" for i in range(100)] + [f"[1,{k}]<stdout>:end {k}"]
         err = (out_dir / "1" / f"rank.{k}" / "stderr").read_text().splitlines()
         assert err == [f"[1,{k}]<stderr>:err {k} {i}" for i in range(100)]
+
+
+def test_a_missing_command_is_etruns_one_line_and_127_with_a_cause(tmp_path):
+    # Issue 22's run: Open MPI would print its box and exit 134 with an empty job_end cause; on
+    # this machine etrun checks the command first, as the other modes do.
+    events = tmp_path / "events.jsonl"
+    r = run_etrun(["--mpi", "-np", "2", "--events-file", str(events), "nosuchcmd-xyz"], timeout=60)
+    assert r.returncode == 127
+    assert r.stdout == b""
+    assert r.stderr.decode() == ("etrun: error: cannot run 'nosuchcmd-xyz': command not found in "
+                                 "PATH: check the command and PATH\n")
+    end = [json.loads(l) for l in events.read_text().splitlines()][-1]
+    assert end["event"] == "job_end" and end["exit_code"] == 127
+    assert end["cause"].startswith("cannot run 'nosuchcmd-xyz'")

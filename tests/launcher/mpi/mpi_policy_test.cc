@@ -138,6 +138,14 @@ TEST_CASE("mpi policy: no mpirun, or one that is not Open MPI, is refused before
     CHECK(job.prepare_result.cause.find("is MPICH") != std::string::npos);
     fs::remove_all(dir);
   }
+  SUBCASE("a command this machine does not have: the other modes' line and 127, not mpirun's box") {
+    MpiJob job(2);
+    job.context.job.command = {"nosuchcmd-xyz"};
+    CHECK_FALSE(job.Prepare());
+    CHECK(job.prepare_result.code == kExitCommandNotFound);
+    CHECK(job.prepare_result.cause ==
+          "cannot run 'nosuchcmd-xyz': command not found in PATH: check the command and PATH");
+  }
   SUBCASE("-H that does not parse") {
     MpiJob job(1);
     job.context.job.hosts = "a:x";
