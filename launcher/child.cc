@@ -128,6 +128,11 @@ void FileLimit::Raise() {
   if (setrlimit(RLIMIT_NOFILE, &limit) == 0) raised_ = true;
 }
 
+rlim_t FileLimit::current() const {
+  struct rlimit limit;
+  return getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : original_.rlim_cur;
+}
+
 bool FileLimit::Ensure(rlim_t needed, const std::string& what, std::string* err) {
   struct rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= needed) return true;

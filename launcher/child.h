@@ -46,6 +46,8 @@ class FileLimit {
   // Makes sure the soft limit allows `needed` descriptors. Returns false and sets *err when even
   // the hard limit is too low ("raise it with ulimit -Hn, or start fewer ranks per etrun").
   bool Ensure(rlim_t needed, const std::string& what, std::string* err);
+  // etrun's own soft limit now (RLIM_INFINITY when unlimited).
+  rlim_t current() const;
   // What a child gets; null when etrun never changed its limit.
   const struct rlimit* for_children() const { return raised_ ? &original_ : nullptr; }
 

@@ -84,13 +84,29 @@ bool ElasticPolicy::Prepare(JobResult* result) {
     return false;
   }
   // Per rank: two output pipes and a short-lived exec-status pipe (plus two log files).
+  int per_rank = config.output_filename.empty() ? 3 : 5;
   int most_ranks = config.max_np.value_or(std::max(config.num_proc.value_or(1), 4096));
-  rlim_t files = static_cast<rlim_t>(most_ranks) * (config.output_filename.empty() ? 3 : 5) + 64;
+  rlim_t files = static_cast<rlim_t>(most_ranks) * per_rank + 64;
   FileLimit* limit = context_->file_limit();
-  if (limit != nullptr && !limit->Ensure(files, fmt::format("{} ranks", most_ranks), &err) &&
-      config.max_np) {
-    *result = {kExitUsage, err};
-    return false;
+  std::optional<int> supervisable;  // without --max-np: the ranks the open-file limit allows
+  if (limit != nullptr && !limit->Ensure(files, fmt::format("{} ranks", most_ranks), &err)) {
+    rlim_t have = limit->current();
+    int can = have > 64 ? static_cast<int>(std::min<rlim_t>((have - 64) / per_rank, INT32_MAX)) : 0;
+    int least = config.min_np.value_or(config.num_proc.value_or(1));
+    if (config.max_np) {
+      *result = {kExitUsage, err};
+      return false;
+    }
+    if (can < least) {
+      *result = {kExitUsage, fmt::format("the open-file limit ({}, ulimit -Hn) lets etrun supervise at "
+                                         "most {} ranks, fewer than the {} the job needs: raise "
+                                         "it, or start fewer ranks per etrun", have, can, least)};
+      return false;
+    }
+    supervisable = can;
+    spdlog::warn("the open-file limit ({}, ulimit -n) lets etrun supervise at most {} ranks: slots "
+                 "beyond them are not used; say so with --max-np {} or raise the limit "
+                 "(ulimit -Hn)", have, can, can);
   }
   run_.elastic = true;
   run_.rendezvous_addr = driver_ip;
@@ -102,7 +118,7 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   }
   options_.np = config.num_proc.value_or(1);
   options_.min_np = config.min_np.value_or(options_.np);
-  options_.max_np = config.max_np;
+  options_.max_np = config.max_np ? config.max_np : supervisable;
   options_.elastic_timeout = ElasticTimeout(config, context_->environment());
   options_.reset_limit = config.reset_limit;
   options_.restart_all = config.restart_mode;

@@ -148,3 +148,27 @@ def test_a_slot_count_typo_later_keeps_the_hosts_and_the_job(tmp_path):
     assert all(l == 'etrun: warning: the host discovery script printed a bad line 1: at most 4096 '
                     'slots per host, got "localhost:100000000"; keeping the last host list'
                for l in lines), lines
+
+
+def test_an_elastic_job_uses_only_the_ranks_the_open_file_limit_lets_etrun_supervise(tmp_path):
+    # 4,000 discovered slots but a hard limit of 200 open files (3 per rank, 64 for etrun): one
+    # warning naming the limit and the fix, and a world of 45 ranks that all start and finish
+    # (was: a start attempt per slot and an error line for each one past the limit).
+    script = write_script(tmp_path, "echo localhost:4000\n")
+    r = subprocess.run(["prlimit", "--nofile=200:200", ETRUN, "-np", "2", "--min-np", "1",
+                        "--host-discovery-script", script, "sh", "-c", "echo $HOROVOD_SIZE"],
+                       capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stderr.decode() == (
+        "etrun: warning: the open-file limit (200, ulimit -n) lets etrun supervise at most 45 "
+        "ranks: slots beyond them are not used; say so with --max-np 45 or raise the limit "
+        "(ulimit -Hn)\n")
+    assert rank_lines(r.stdout.decode()) == {rank: ["45"] for rank in range(45)}
+    # Fewer than --min-np: nothing starts, one line, exit 2.
+    r = subprocess.run(["prlimit", "--nofile=100:100", ETRUN, "-np", "20", "--min-np", "20",
+                        "--host-discovery-script", script, "true"],
+                       capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2
+    assert r.stderr.decode() == ("etrun: error: the open-file limit (100, ulimit -Hn) lets etrun "
+                                 "supervise at most 12 ranks, fewer than the 20 the job needs: "
+                                 "raise it, or start fewer ranks per etrun\n")
