@@ -186,7 +186,8 @@ bool CollectNics(const FlagTable& t, std::vector<std::string>* nics, std::string
   return true;
 }
 
-bool CollectAllowed(const FlagTable& t, std::vector<std::string>* networks, std::string* err) {
+bool CollectAllowed(const FlagTable& t, std::vector<rendezvous::Cidr>* networks,
+                    std::string* err) {
   for (const std::string& value : t.Results("--rendezvous-allow")) {
     std::stringstream in(value);
     bool any = false;
@@ -200,7 +201,7 @@ bool CollectAllowed(const FlagTable& t, std::vector<std::string>* networks, std:
         *err = "--rendezvous-allow: " + why;
         return false;
       }
-      networks->push_back(item);
+      networks->push_back(cidr);
     }
     if (!any) {
       *err = "--rendezvous-allow: expected a network such as 10.0.0.0/8, got '" + value + "'";

@@ -12,6 +12,7 @@
 
 #include "cli/flag_table.h"
 #include "launcher/job_config.h"
+#include "rendezvous/access_list.h"
 
 namespace etrun::cli {
 
@@ -28,8 +29,9 @@ bool CheckTunables(const FlagTable& table, const Tunables& tunables, std::string
 // Splits the --network-interface(s) values on commas into *nics, first appearance first.
 bool CollectNics(const FlagTable& table, std::vector<std::string>* nics, std::string* err);
 
-// Splits the --rendezvous-allow values on commas into *networks, each a valid CIDR network.
-bool CollectAllowed(const FlagTable& table, std::vector<std::string>* networks, std::string* err);
+// Splits the --rendezvous-allow values on commas and parses each into *networks, in order.
+bool CollectAllowed(const FlagTable& table, std::vector<rendezvous::Cidr>* networks,
+                    std::string* err);
 
 // --mpi's rules: static jobs only (horovodrun runs elastic jobs with Gloo), no GPU slots (mpirun
 // decides local ranks), and --mpi-args/--binding-args that split like shell words.

@@ -1,7 +1,7 @@
 // JobConfig: everything a launch needs, as plain values. cli/ fills it from argv (the only code
 // that sees argv); launcher/ reads it. Defaults live in the declarations. Values are exactly what
-// the user gave: std::nullopt means "not given", so later stages can tell "unset" from a default
-// (horovodrun only exports tunables that were set, spec §1.3). Not thread-safe; copy freely.
+// the user gave (networks already parsed): std::nullopt means "not given", so later stages can
+// tell "unset" from a default (horovodrun only exports tunables that were set, spec §1.3). Not thread-safe; copy freely.
 #ifndef ETRUN_LAUNCHER_JOB_CONFIG_H_
 #define ETRUN_LAUNCHER_JOB_CONFIG_H_
 
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "discovery/host_slots.h"
+#include "rendezvous/access_list.h"
 
 namespace etrun {
 
@@ -79,7 +80,7 @@ struct JobConfig {
   bool restart_mode = false;                   // --elastic-mode restart (etrun): torchrun semantics
   std::optional<double> recovery_grace_s;      // --recovery-grace (etrun; default 2, 0: off)
   std::vector<std::string> network_interfaces; // --network-interface(s), in order, no duplicates
-  std::vector<std::string> rendezvous_allow;   // --rendezvous-allow CIDRs (validated), in order
+  std::vector<rendezvous::Cidr> rendezvous_allow;  // --rendezvous-allow networks, in order
   std::string output_filename;                 // --output-filename DIR
   bool verbose = false;                        // --verbose
   bool prefix_timestamp = false;               // -prefix-timestamp

@@ -78,6 +78,7 @@ TEST_CASE("a plain launch fills np and the command and keeps every default") {
   CHECK_FALSE(c.cooldown_range);
   CHECK_FALSE(c.start_timeout_s);
   CHECK(c.network_interfaces.empty());
+  CHECK(c.rendezvous_allow.empty());
   CHECK_FALSE(c.verbose);
   CHECK_FALSE(c.prefix_timestamp);
   CHECK(c.timestamp_format == TimestampFormat::kAsctime);
@@ -292,7 +293,9 @@ TEST_CASE("network interfaces from both flags union in order of first appearance
 
 TEST_CASE("--rendezvous-allow collects networks and names a bad one") {
   const JobConfig c = ParseOk({"--rendezvous-allow", "10.0.0.0/8,192.168.1.7", "--rendezvous-allow=127.0.0.0/24"});
-  CHECK(c.rendezvous_allow == Strings{"10.0.0.0/8", "192.168.1.7", "127.0.0.0/24"});
+  // Parsed once, here: the runtime's access list takes them as they are.
+  CHECK(c.rendezvous_allow == std::vector<rendezvous::Cidr>{
+                                  {0x0a000000, 8}, {0xc0a80107, 32}, {0x7f000000, 24}});
   CHECK(UsageError({"-np", "1", "--rendezvous-allow", "10.0.0.0/33", "x"}) ==
         "etrun: error: --rendezvous-allow: '10.0.0.0/33' has a bad prefix length: use 0 to 32, "
         "e.g. 10.0.0.0/8\n");
