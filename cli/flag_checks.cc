@@ -1,6 +1,10 @@
 #include "cli/flag_checks.h"
 
+#include <errno.h>
+#include <string.h>
+
 #include <algorithm>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <type_traits>
@@ -209,6 +213,23 @@ bool CollectAllowed(const FlagTable& t, std::vector<rendezvous::Cidr>* networks,
     }
   }
   return true;
+}
+
+bool ReadHostList(const std::string& hosts, const std::string& hostfile,
+                  std::vector<discovery::HostSlots>* list, std::string* err) {
+  if (!hosts.empty()) return discovery::ParseHostsFlag(hosts, list, err);
+  if (hostfile.empty()) {
+    list->clear();
+    return true;
+  }
+  std::ifstream in(hostfile, std::ios::binary);
+  if (!in) {
+    *err = "cannot read hostfile " + hostfile + ": " + strerror(errno);
+    return false;
+  }
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return discovery::ParseHostfile(hostfile, contents.str(), list, err);
 }
 
 bool CheckMpi(const FlagTable& t, const JobConfig& c, std::string* err) {
