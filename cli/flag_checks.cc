@@ -1,6 +1,10 @@
 #include "cli/flag_checks.h"
 
+#include <errno.h>
+#include <string.h>
+
 #include <algorithm>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <type_traits>
@@ -186,7 +190,8 @@ bool CollectNics(const FlagTable& t, std::vector<std::string>* nics, std::string
   return true;
 }
 
-bool CollectAllowed(const FlagTable& t, std::vector<std::string>* networks, std::string* err) {
+bool CollectAllowed(const FlagTable& t, std::vector<rendezvous::Cidr>* networks,
+                    std::string* err) {
   for (const std::string& value : t.Results("--rendezvous-allow")) {
     std::stringstream in(value);
     bool any = false;
@@ -200,7 +205,7 @@ bool CollectAllowed(const FlagTable& t, std::vector<std::string>* networks, std:
         *err = "--rendezvous-allow: " + why;
         return false;
       }
-      networks->push_back(item);
+      networks->push_back(cidr);
     }
     if (!any) {
       *err = "--rendezvous-allow: expected a network such as 10.0.0.0/8, got '" + value + "'";
@@ -208,6 +213,23 @@ bool CollectAllowed(const FlagTable& t, std::vector<std::string>* networks, std:
     }
   }
   return true;
+}
+
+bool ReadHostList(const std::string& hosts, const std::string& hostfile,
+                  std::vector<discovery::HostSlots>* list, std::string* err) {
+  if (!hosts.empty()) return discovery::ParseHostsFlag(hosts, list, err);
+  if (hostfile.empty()) {
+    list->clear();
+    return true;
+  }
+  std::ifstream in(hostfile, std::ios::binary);
+  if (!in) {
+    *err = "cannot read hostfile " + hostfile + ": " + strerror(errno);
+    return false;
+  }
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return discovery::ParseHostfile(hostfile, contents.str(), list, err);
 }
 
 bool CheckMpi(const FlagTable& t, const JobConfig& c, std::string* err) {

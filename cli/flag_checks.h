@@ -2,8 +2,10 @@
 // table: argparse's mutually exclusive groups, value ranges and the relations between flags (-np
 // against --min-np and --max-np, the cooldown range, the SSH port, --priority), the tunables' >= 0
 // rule, the --network-interface and --rendezvous-allow lists, --mpi's rules and the flags that are
-// not supported yet. Each function returns false and sets *err to one line (without
-// "etrun: error: ") at the first problem it finds. Internal to cli/. Pure; thread-safe.
+// not supported yet; and the host list of -H or --hostfile, which `etrun pool start` reads too.
+// Each function returns false and sets *err to one line (without "etrun: error: ") at the first
+// problem it finds. Internal to cli/. Pure but for ReadHostList (it reads the hostfile);
+// thread-safe.
 #ifndef ETRUN_CLI_FLAG_CHECKS_H_
 #define ETRUN_CLI_FLAG_CHECKS_H_
 
@@ -11,7 +13,9 @@
 #include <vector>
 
 #include "cli/flag_table.h"
+#include "discovery/host_slots.h"
 #include "launcher/job_config.h"
+#include "rendezvous/access_list.h"
 
 namespace etrun::cli {
 
@@ -28,8 +32,15 @@ bool CheckTunables(const FlagTable& table, const Tunables& tunables, std::string
 // Splits the --network-interface(s) values on commas into *nics, first appearance first.
 bool CollectNics(const FlagTable& table, std::vector<std::string>* nics, std::string* err);
 
-// Splits the --rendezvous-allow values on commas into *networks, each a valid CIDR network.
-bool CollectAllowed(const FlagTable& table, std::vector<std::string>* networks, std::string* err);
+// Splits the --rendezvous-allow values on commas and parses each into *networks, in order.
+bool CollectAllowed(const FlagTable& table, std::vector<rendezvous::Cidr>* networks,
+                    std::string* err);
+
+// Parses -H `hosts` or, when it is empty, reads and parses the file `hostfile` into *list, in
+// the order given; with neither, *list is emptied. Returns false and sets *err, naming the flag
+// or file and the problem, on bad text or a file that cannot be read; *list is then unchanged.
+bool ReadHostList(const std::string& hosts, const std::string& hostfile,
+                  std::vector<discovery::HostSlots>* list, std::string* err);
 
 // --mpi's rules: static jobs only (horovodrun runs elastic jobs with Gloo), no GPU slots (mpirun
 // decides local ranks), and --mpi-args/--binding-args that split like shell words.

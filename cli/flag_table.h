@@ -17,8 +17,9 @@
 namespace etrun::cli {
 
 // horovodrun's option table on a CLI11 App. Values land in the JobConfig given to the
-// constructor, which must outlive the table. Every option has a long name; argparse-only
-// single-dash multi-letter names ("-np") live in dash_aliases_, because CLI11 cannot spell them.
+// constructor, which must outlive the table; --hostfile's path stays here (hostfile()). Every
+// option has a long name; argparse-only single-dash multi-letter names ("-np") live in
+// dash_aliases_, because CLI11 cannot spell them.
 class FlagTable {
  public:
   explicit FlagTable(JobConfig* c);
@@ -33,6 +34,8 @@ class FlagTable {
   bool Parse(const std::vector<std::string>& tokens, std::string* err);
   // Every --network-interface(s) value, in command-line order.
   std::vector<std::string> NicValues() const;
+  // --hostfile's path (the last one given), or "" when not given; read by the caller.
+  const std::string& hostfile() const { return hostfile_; }
   // Every value given to a TakeAll option, in command-line order.
   std::vector<std::string> Results(const std::string& name) const {
     return app_.get_option(name)->results();
@@ -70,6 +73,7 @@ class FlagTable {
   CLI::App app_;
   std::map<std::string, std::string> dash_aliases_;  // "--num-proc" -> "-np"
   std::string group_;                                // help group of the options being added
+  std::string hostfile_;                             // --hostfile's path
 };
 
 }  // namespace etrun::cli

@@ -183,7 +183,7 @@ void FlagTable::AddHostsAndElastic(JobConfig* c) {
   Text("-H,--hosts", &c->hosts, "Hosts and their slots, host1:2,host2:4 (default: localhost:<np>).")
       ->type_name("HOST:SLOTS,...");
   Value<std::string>(
-      "--hostfile", [c](const std::string& v) { c->hostfile = v; },
+      "--hostfile", [this](const std::string& v) { hostfile_ = v; },
       "File with one \"<hostname> slots=<slots>\" per line.", "-hostfile")
       ->type_name("FILE");
   Text("--host-discovery-script", &c->host_discovery_script,
@@ -508,6 +508,9 @@ ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig*
   }
   if (!CheckNotSupportedYet(table, &err) || !CheckMpi(table, parsed, &err)) return UsageError(err);
   parsed.command = std::move(normalized.command);
+  // Read once, here. A bad list is no usage error: the runtime reports host_list_error as the
+  // job's cause (job_start and job_end in the events file, exit 2), as it did when it parsed.
+  ReadHostList(parsed.hosts, table.hostfile(), &parsed.host_list, &parsed.host_list_error);
 
   ParseOutcome outcome;
   const std::pair<const char*, const char*> deprecated[] = {

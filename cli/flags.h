@@ -42,10 +42,12 @@ struct ParseOutcome {
 };
 
 // Parses `args` (args[0] is the program name) into *config. Pure but for -cb, which runs
-// `mpirun --version` if mpirun is on $PATH: prints nothing, never exits, never throws (a broken
-// flag table, our bug, gives exit_code 1 and an "etrun: internal error: ..." line). *config is
-// overwritten only when exit_code is -1; after help, version, check-build (exit 0) or a usage
-// error (exit 2) it is unchanged.
+// `mpirun --version` if mpirun is on $PATH, and --hostfile, which it reads once the flags are
+// valid (a bad -H or hostfile is no usage error: config->host_list_error keeps it for the
+// runtime to report): prints nothing, never exits, never throws (a broken flag table, our bug,
+// gives exit_code 1 and an "etrun: internal error: ..." line). *config is overwritten only when
+// exit_code is -1; after help, version, check-build (exit 0) or a usage error (exit 2) it is
+// unchanged.
 ParseOutcome ParseArgs(const std::vector<std::string>& args, JobConfig* config);
 
 // For main(): ParseArgs on argv, then prints out to stdout and err to stderr. Returns the exit

@@ -13,11 +13,11 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "cli/flag_checks.h"
 #include "cli/verb_common.h"
 #include "control/control.h"
 #include "launcher/child.h"
 #include "launcher/gpu_slots.h"
-#include "launcher/job_config.h"
 #include "launcher/shell_script_runner.h"
 #include "pool/pool_client.h"
 #include "pool/pool_daemon.h"
@@ -120,12 +120,7 @@ int StartMain(int argc, char** argv) {
   }
   if (poll < std::chrono::milliseconds(100)) return Error("--discovery-interval: expected at least 0.1 s", 2);
   o.discovery_interval = poll;
-  if (!hosts.empty() || !hostfile.empty()) {
-    JobConfig c;
-    c.hosts = hosts;
-    c.hostfile = hostfile;
-    if (!JobHosts(c, &o.hosts, &err)) return Error(err, 2);
-  }
+  if (!ReadHostList(hosts, hostfile, &o.hosts, &err)) return Error(err, 2);
   PoolLogging();
   if (o.gpus == "auto") {
     launcher::GpuSlots gpus;

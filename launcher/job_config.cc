@@ -1,11 +1,6 @@
 #include "launcher/job_config.h"
 
-#include <errno.h>
-#include <string.h>
-
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 namespace etrun {
 
@@ -33,18 +28,13 @@ std::string JobName(const JobConfig& config) {
 }
 
 bool JobHosts(const JobConfig& config, std::vector<discovery::HostSlots>* hosts, std::string* err) {
-  if (!config.hosts.empty()) return discovery::ParseHostsFlag(config.hosts, hosts, err);
-  if (!config.hostfile.empty()) {
-    std::ifstream in(config.hostfile, std::ios::binary);
-    if (!in) {
-      *err = "cannot read hostfile " + config.hostfile + ": " + strerror(errno);
-      return false;
-    }
-    std::stringstream contents;
-    contents << in.rdbuf();
-    return discovery::ParseHostfile(config.hostfile, contents.str(), hosts, err);
+  if (!config.host_list_error.empty()) {
+    *err = config.host_list_error;
+    return false;
   }
-  *hosts = {{"localhost", config.num_proc.value_or(1)}};
+  *hosts = config.host_list.empty()
+               ? std::vector<discovery::HostSlots>{{"localhost", config.num_proc.value_or(1)}}
+               : config.host_list;
   return true;
 }
 

@@ -1,7 +1,8 @@
 // JobConfig: everything a launch needs, as plain values. cli/ fills it from argv (the only code
 // that sees argv); launcher/ reads it. Defaults live in the declarations. Values are exactly what
-// the user gave: std::nullopt means "not given", so later stages can tell "unset" from a default
-// (horovodrun only exports tunables that were set, spec §1.3). Not thread-safe; copy freely.
+// the user gave (host lists and networks already parsed): std::nullopt means "not given", so
+// later stages can tell "unset" from a default (horovodrun only exports tunables that were set,
+// spec §1.3). Not thread-safe; copy freely.
 #ifndef ETRUN_LAUNCHER_JOB_CONFIG_H_
 #define ETRUN_LAUNCHER_JOB_CONFIG_H_
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "discovery/host_slots.h"
+#include "rendezvous/access_list.h"
 
 namespace etrun {
 
@@ -65,8 +67,12 @@ struct JobConfig {
   std::optional<int> min_np;                   // --min-np; presence switches to elastic mode
   std::optional<int> max_np;                   // --max-np
   std::optional<int> slots_per_host;           // --slots-per-host (abbreviated --slots)
-  std::string hosts;                           // -H / --hosts, raw text
-  std::string hostfile;                        // -hostfile / --hostfile, a path
+  std::string hosts;                           // -H / --hosts as given: mpirun gets it verbatim
+  // -H or --hostfile (read when the CLI parsed the flags) as hosts, in the order given; empty
+  // when neither was given, or when they did not parse: then host_list_error says why (one
+  // line naming the flag or file), for the runtime to report as the job's cause.
+  std::vector<discovery::HostSlots> host_list;
+  std::string host_list_error;
   std::string host_discovery_script;           // --host-discovery-script, a shell command line
   std::string pool;                            // --pool NAME or HOST:PORT (etrun): hosts from a pool
   std::optional<int> priority;                 // --priority (etrun): weight in the pool
@@ -79,7 +85,7 @@ struct JobConfig {
   bool restart_mode = false;                   // --elastic-mode restart (etrun): torchrun semantics
   std::optional<double> recovery_grace_s;      // --recovery-grace (etrun; default 2, 0: off)
   std::vector<std::string> network_interfaces; // --network-interface(s), in order, no duplicates
-  std::vector<std::string> rendezvous_allow;   // --rendezvous-allow CIDRs (validated), in order
+  std::vector<rendezvous::Cidr> rendezvous_allow;  // --rendezvous-allow networks, in order
   std::string output_filename;                 // --output-filename DIR
   bool verbose = false;                        // --verbose
   bool prefix_timestamp = false;               // -prefix-timestamp
@@ -132,8 +138,9 @@ struct JobConfig {
 // its extension (`python3 /x/train.py` -> "train"); used by events and the control endpoint.
 std::string JobName(const JobConfig& config);
 
-// The job's fixed hosts: -H, --hostfile (read now), or localhost:<np>. Returns false and sets
-// *err naming the flag or file and the problem.
+// The job's fixed hosts: host_list (-H or --hostfile, as the CLI parsed them), or localhost:<np>
+// when neither was given. Parses nothing: returns false and sets *err to host_list_error when
+// they did not parse.
 bool JobHosts(const JobConfig& config, std::vector<discovery::HostSlots>* hosts, std::string* err);
 
 }  // namespace etrun

@@ -18,18 +18,12 @@ namespace field = events::field;
 namespace {
 
 // Who may use the rendezvous server before any job host is admitted: this machine's addresses
-// and --rendezvous-allow's networks (validated by the CLI).
+// and --rendezvous-allow's networks (parsed by the CLI).
 rendezvous::AccessList BaseAccessList(const JobConfig& config,
                                       const std::vector<discovery::Interface>& interfaces) {
   std::vector<std::string> local;
   for (const discovery::Interface& nic : interfaces) local.insert(local.end(), nic.ipv4.begin(), nic.ipv4.end());
-  std::vector<rendezvous::Cidr> allowed;
-  for (const std::string& text : config.rendezvous_allow) {
-    rendezvous::Cidr cidr;
-    std::string ignored;
-    if (rendezvous::ParseCidr(text, &cidr, &ignored)) allowed.push_back(cidr);
-  }
-  return rendezvous::AccessList(local, std::move(allowed));
+  return rendezvous::AccessList(local, config.rendezvous_allow);
 }
 
 nlohmann::json OptionalInt(const std::optional<int>& v) {

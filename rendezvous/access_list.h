@@ -18,6 +18,7 @@ struct Cidr {
   uint32_t network = 0;  // host byte order, masked
   int prefix = 32;
   bool Contains(uint32_t address) const;
+  bool operator==(const Cidr&) const = default;
 };
 
 // Parses "a.b.c.d/n" or a bare address (/32). Returns false and sets *err naming the problem.

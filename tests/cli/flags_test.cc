@@ -23,6 +23,7 @@ namespace etrun::cli {
 namespace {
 
 using Strings = std::vector<std::string>;
+using Hosts = std::vector<discovery::HostSlots>;
 
 struct Parsed {
   ParseOutcome outcome;
@@ -72,12 +73,14 @@ TEST_CASE("a plain launch fills np and the command and keeps every default") {
   CHECK_FALSE(c.max_np);
   CHECK_FALSE(c.slots_per_host);
   CHECK(c.hosts == "");
-  CHECK(c.hostfile == "");
+  CHECK(c.host_list.empty());
+  CHECK(c.host_list_error == "");
   CHECK_FALSE(c.elastic_timeout_s);
   CHECK_FALSE(c.reset_limit);
   CHECK_FALSE(c.cooldown_range);
   CHECK_FALSE(c.start_timeout_s);
   CHECK(c.network_interfaces.empty());
+  CHECK(c.rendezvous_allow.empty());
   CHECK_FALSE(c.verbose);
   CHECK_FALSE(c.prefix_timestamp);
   CHECK(c.timestamp_format == TimestampFormat::kAsctime);
@@ -122,6 +125,7 @@ TEST_CASE("launch flags land in their JobConfig fields") {
                                "--timestamp-format",
                                "iso"});
   CHECK(c.hosts == "a:2,b:2");
+  CHECK(c.host_list == Hosts{{"a", 2}, {"b", 2}});
   CHECK(c.max_np == 4);
   CHECK(c.slots_per_host == 2);
   CHECK(c.elastic_timeout_s == 60);
@@ -138,7 +142,8 @@ TEST_CASE("launch flags land in their JobConfig fields") {
   CHECK(c.grace_period_s == 2.5);
   CHECK(c.timestamp_format == TimestampFormat::kIso);
   CHECK(c.command == Strings{"python3", "t.py"});
-  CHECK(ParseOk({"-hostfile", "hosts.txt"}).hostfile == "hosts.txt");
+  CHECK(ParseOk({"-hostfile", "/no/such/hosts.txt"}).host_list_error ==
+        "cannot read hostfile /no/such/hosts.txt: No such file or directory");
   CHECK(ParseOk({"--timestamp-format", "asctime"}).timestamp_format == TimestampFormat::kAsctime);
 }
 
@@ -146,13 +151,14 @@ TEST_CASE("argparse spellings reach the same fields") {
   // Given spec §1.1: `=` forms, glued one-letter values, prefixes, aliases.
   CHECK(Parse({"-np=4", "x"}).config.num_proc == 4);
   CHECK(Parse({"--num-proc", "4", "x"}).config.num_proc == 4);
-  CHECK(ParseOk({"-Ha:1"}).hosts == "a:1");
-  CHECK(ParseOk({"-H=a:1"}).hosts == "a:1");
+  CHECK(ParseOk({"-Ha:1"}).host_list == Hosts{{"a", 1}});
+  CHECK(ParseOk({"-H=a:1"}).host_list == Hosts{{"a", 1}});
   CHECK(ParseOk({"-p2222"}).ssh_port == 2222);
   CHECK(ParseOk({"-i/key"}).ssh_identity_file == "/key");
   CHECK(ParseOk({"--slots", "4"}).slots_per_host == 4);
   CHECK(ParseOk({"--verb"}).verbose);
-  CHECK(ParseOk({"-host", "f"}).hostfile == "f");
+  CHECK(ParseOk({"-host", "/no/f"}).host_list_error ==
+        "cannot read hostfile /no/f: No such file or directory");
   CHECK(ParseOk({"--max-num-proc", "3"}).max_np == 3);
   CHECK(ParseOk({"--max", "3"}).max_np == 3);
   CHECK(ParseOk({"--prefix-output-with-timestamp"}).prefix_timestamp);
@@ -192,7 +198,7 @@ TEST_CASE("the last occurrence of a repeated option wins") {
   CHECK(Parse({"-np", "1", "-np", "3", "x"}).config.num_proc == 3);
   CHECK(ParseOk({"--blacklist-cooldown-range", "1", "2", "--blacklist-cooldown-range", "3", "4"})
             .cooldown_range == std::pair<int, int>(3, 4));
-  CHECK(ParseOk({"-H", "a:1", "-H", "b:1"}).hosts == "b:1");
+  CHECK(ParseOk({"-H", "a:1", "-H", "b:1"}).host_list == Hosts{{"b", 1}});
   // Earlier values are still checked, as argparse converts each one.
   CHECK(UsageError({"-np", "x", "-np", "2", "x"}) ==
         "etrun: error: -np/--num-proc: expected a whole number, got 'x'\n");
@@ -292,13 +298,66 @@ TEST_CASE("network interfaces from both flags union in order of first appearance
 
 TEST_CASE("--rendezvous-allow collects networks and names a bad one") {
   const JobConfig c = ParseOk({"--rendezvous-allow", "10.0.0.0/8,192.168.1.7", "--rendezvous-allow=127.0.0.0/24"});
-  CHECK(c.rendezvous_allow == Strings{"10.0.0.0/8", "192.168.1.7", "127.0.0.0/24"});
+  // Parsed once, here: the runtime's access list takes them as they are.
+  CHECK(c.rendezvous_allow == std::vector<rendezvous::Cidr>{
+                                  {0x0a000000, 8}, {0xc0a80107, 32}, {0x7f000000, 24}});
   CHECK(UsageError({"-np", "1", "--rendezvous-allow", "10.0.0.0/33", "x"}) ==
         "etrun: error: --rendezvous-allow: '10.0.0.0/33' has a bad prefix length: use 0 to 32, "
         "e.g. 10.0.0.0/8\n");
   CHECK(UsageError({"-np", "1", "--rendezvous-allow", "hosts.example", "x"}) ==
         "etrun: error: --rendezvous-allow: 'hosts.example' is not an IPv4 network: use a.b.c.d/n, "
         "e.g. 10.0.0.0/8\n");
+}
+
+TEST_CASE("-H and --hostfile arrive as a host list, the file read once while parsing") {
+  // Given -H with blanks, or a hostfile that is gone after the parse, JobHosts has their hosts.
+  const JobConfig h = ParseOk({"-H", "a:2, b:0"});
+  CHECK(h.host_list == Hosts{{"a", 2}, {"b", 0}});
+  CHECK(h.host_list_error == "");
+  CHECK(h.hosts == "a:2, b:0");  // as given: mpirun gets it verbatim
+  char dir_template[] = "/tmp/etrun_flags_test_XXXXXX";
+  const std::string path = std::string(mkdtemp(dir_template)) + "/hosts";
+  std::ofstream(path) << "# two hosts\nw-0 slots=4\nw-1\n";
+  const JobConfig f = ParseOk({"-hostfile", path});
+  std::remove(path.c_str());
+  rmdir(path.substr(0, path.rfind('/')).c_str());
+  CHECK(f.host_list == Hosts{{"w-0", 4}, {"w-1", 1}});
+  CHECK(f.host_list_error == "");
+  CHECK(f.hosts == "");
+  Hosts hosts;
+  std::string err;
+  REQUIRE(JobHosts(f, &hosts, &err));
+  CHECK(hosts == Hosts{{"w-0", 4}, {"w-1", 1}});
+  // Neither: JobHosts gives localhost:<np>.
+  REQUIRE(JobHosts(Parse({"-np", "3", "x"}).config, &hosts, &err));
+  CHECK(hosts == Hosts{{"localhost", 3}});
+}
+
+TEST_CASE("a bad -H or hostfile is kept as its error for the runtime, not a usage error") {
+  // Given bad host flags, the parse succeeds with no hosts and the error JobHosts will return.
+  char dir_template[] = "/tmp/etrun_flags_test_XXXXXX";
+  const std::string bad = std::string(mkdtemp(dir_template)) + "/bad";
+  std::ofstream(bad) << "w-0 slots=2\ngpu 1\n";
+  const std::vector<std::pair<Strings, std::string>> cases = {
+      {{"-H", "a:x"},
+       "invalid host 'a:x' in -H 'a:x': expected host:slots pairs like worker-0:2,worker-1:2"},
+      {{"-H", "a:1,a:2"}, "host 'a' is listed twice: give each host once with its total slots"},
+      {{"-hostfile", "/no/such/hostfile"},
+       "cannot read hostfile /no/such/hostfile: No such file or directory"},
+      {{"--hostfile", bad},
+       bad + " line 2: unexpected '1': expected a line like 'worker-0 slots=4'"},
+  };
+  for (const auto& [flags, error] : cases) {
+    const JobConfig c = ParseOk(flags);
+    CHECK(c.host_list.empty());
+    CHECK(c.host_list_error == error);
+    Hosts hosts;
+    std::string err;
+    CHECK_FALSE(JobHosts(c, &hosts, &err));
+    CHECK(err == error);
+  }
+  std::remove(bad.c_str());
+  rmdir(bad.substr(0, bad.rfind('/')).c_str());
 }
 
 TEST_CASE("-np is required and must be at least 1") {

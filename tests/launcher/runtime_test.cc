@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include "cli/flags.h"
 #include "cli/wiring.h"
 #include "tests/launcher/fake_spawner.h"
 
@@ -47,6 +48,18 @@ JobConfig Static(int np) {
   return config;
 }
 
+// `etrun <flags> /bin/true` as the CLI parses it. -H and --hostfile are parsed (the file read)
+// there, once; a bad one is no usage error but host_list_error, for the runtime to report.
+JobConfig FromFlags(std::vector<std::string> flags) {
+  flags.insert(flags.begin(), "etrun");
+  flags.push_back("/bin/true");
+  JobConfig config;
+  const cli::ParseOutcome outcome = cli::ParseArgs(flags, &config);
+  CAPTURE(outcome.err);
+  REQUIRE(outcome.exit_code == -1);
+  return config;
+}
+
 TEST_CASE("a job whose first rank cannot start ends once, naming the rank") {
   FakeSpawner spawner;
   spawner.refuse = true;
@@ -67,21 +80,16 @@ TEST_CASE("every failure before anything starts writes one job_end with its caus
     int code;
     const char* cause_start;
   };
-  JobConfig bad_hosts = Static(2);
-  bad_hosts.hosts = "a:x";
-  JobConfig too_few = Static(4);
-  too_few.hosts = "localhost:2";
+  JobConfig bad_hosts = FromFlags({"-np", "2", "-H", "a:x"});
+  JobConfig too_few = FromFlags({"-np", "4", "-H", "localhost:2"});
   JobConfig missing = Static(1);
   missing.command = {"/no/such/program"};
   JobConfig elastic_bad_nic = Static(1);
   elastic_bad_nic.min_np = 1;
   elastic_bad_nic.network_interfaces = {"no-such-nic0"};
-  JobConfig elastic_bad_hostfile = Static(1);
-  elastic_bad_hostfile.min_np = 1;
-  elastic_bad_hostfile.hostfile = "/no/such/hostfile";
-  JobConfig mpi_bad_hosts = Static(1);
-  mpi_bad_hosts.controller = Controller::kMpi;
-  mpi_bad_hosts.hosts = "a:x";
+  JobConfig elastic_bad_hostfile =
+      FromFlags({"-np", "1", "--min-np", "1", "-hostfile", "/no/such/hostfile"});
+  JobConfig mpi_bad_hosts = FromFlags({"--mpi", "-np", "1", "-H", "a:x"});
   std::vector<Case> cases = {
       {"bad -H", bad_hosts, kExitUsage, "invalid host 'a:x' in -H 'a:x'"},
       {"too few slots", too_few, kExitUsage,
