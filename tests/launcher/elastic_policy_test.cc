@@ -271,7 +271,7 @@ TEST_CASE("elastic policy: with --reset-limit 0 a failure ends the job with the 
   // 3 and the survivor comes to the reset, no reset is allowed: the survivor is released (-1)
   // and stopped, and once it exits the job ends with 3 and says why.
   ElasticJob job;
-  job.context.job.hosts = "localhost:1,127.0.0.1:1";
+  job.context.SetHosts("localhost:1,127.0.0.1:1");
   job.context.job.reset_limit = 0;
   job.Start(/*use_source=*/false);
   REQUIRE(job.context.started.size() == 2);

@@ -21,6 +21,7 @@
 
 #include <doctest/doctest.h>
 
+#include "discovery/host_slots.h"
 #include "launcher/job_context.h"
 #include "launcher/job_policy.h"
 
@@ -62,6 +63,14 @@ class FakeJobContext : public JobContext {
   std::vector<std::string> stops;            // StopAll's reasons
   std::string written;                       // text written to any destination
   int check_done = 0;
+
+  // -H `text` as the CLI fills it: the raw text, the parsed list or the error it keeps.
+  void SetHosts(const std::string& text) {
+    job.hosts = text;
+    job.host_list.clear();
+    job.host_list_error.clear();
+    if (!discovery::ParseHostsFlag(text, &job.host_list, &job.host_list_error)) job.host_list.clear();
+  }
 
   // --- driving
   void RunPosted() {

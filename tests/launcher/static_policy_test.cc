@@ -33,7 +33,7 @@ TEST_CASE("static: -np ranks start at once on the hosts' slots and the job succe
   // Given -H localhost:2,127.0.0.1:2 and -np 3, ranks 0-2 fill localhost then 127.0.0.1, each
   // told the rendezvous port; when all exit 0 the job is over with code 0 and no cause.
   StaticJob job(3);
-  job.context.job.hosts = "localhost:2,127.0.0.1:2";
+  job.context.SetHosts("localhost:2,127.0.0.1:2");
   job.Start();
   REQUIRE(job.context.started.size() == 3);
   for (int r = 0; r < 3; ++r) {
@@ -129,7 +129,7 @@ TEST_CASE("static: a rank that cannot be started stops the job with 1; an exec t
 TEST_CASE("static: nothing starts when the hosts lack slots or the command is not there") {
   SUBCASE("too few slots") {
     StaticJob job(3);
-    job.context.job.hosts = "localhost:2";
+    job.context.SetHosts("localhost:2");
     CHECK_FALSE(job.Prepare());
     CHECK(job.prepare_result.code == kExitUsage);
     CHECK(job.prepare_result.cause.find("the hosts provide only 2 slots") != std::string::npos);
@@ -142,7 +142,7 @@ TEST_CASE("static: nothing starts when the hosts lack slots or the command is no
   }
   SUBCASE("-H that does not parse") {
     StaticJob job(1);
-    job.context.job.hosts = "a:x";
+    job.context.SetHosts("a:x");
     CHECK_FALSE(job.Prepare());
     CHECK(job.prepare_result.code == kExitUsage);
   }

@@ -148,7 +148,7 @@ TEST_CASE("mpi policy: no mpirun, or one that is not Open MPI, is refused before
   }
   SUBCASE("-H that does not parse") {
     MpiJob job(1);
-    job.context.job.hosts = "a:x";
+    job.context.SetHosts("a:x");
     CHECK_FALSE(job.Prepare());
     CHECK(job.prepare_result.code == kExitUsage);
   }
