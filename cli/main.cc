@@ -21,6 +21,7 @@
 #include "discovery/host_source.h"
 #include "launcher/child.h"
 #include "launcher/clock.h"
+#include "launcher/elastic_policy.h"
 #include "events/exit_status.h"
 #include "launcher/job_config.h"
 #include "launcher/runtime.h"
@@ -71,6 +72,11 @@ int main(int argc, char** argv) {
       options.join.priority = config.priority.value_or(etrun::pool::kDefaultPriority);
       options.join.min_np = config.min_np.value_or(*config.num_proc);
       options.join.max_np = config.max_np.value_or(etrun::discovery::kMaxDiscoveredSlots);
+      if (!config.max_np) {  // ask for no more slots than etrun can supervise
+        if (std::optional<int> can = etrun::launcher::SupervisableRanks(config, &file_limit)) {
+          options.join.max_np = std::max(options.join.min_np, std::min(options.join.max_np, *can));
+        }
+      }
       options.join.pid = getpid();
       pool = std::make_unique<etrun::pool::PoolClient>(std::move(options));
       std::string err;

@@ -52,6 +52,15 @@ std::chrono::milliseconds ElasticTimeout(const JobConfig& config,
   return std::chrono::seconds(seconds);
 }
 
+int FilesPerRank(const JobConfig& config) { return config.output_filename.empty() ? 3 : 5; }
+
+std::optional<int> SupervisableRanks(const JobConfig& config, const FileLimit* limit) {
+  if (limit == nullptr) return std::nullopt;
+  rlim_t have = limit->current();
+  if (have == RLIM_INFINITY) return std::nullopt;
+  return have > 64 ? static_cast<int>(std::min<rlim_t>((have - 64) / FilesPerRank(config), INT32_MAX)) : 0;
+}
+
 ElasticPolicy::ElasticPolicy() : random_(std::random_device{}()) {}
 
 ElasticPolicy::~ElasticPolicy() {
@@ -62,6 +71,10 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   const JobConfig& config = context_->config();
   std::string err;
   source_ = context_->host_source();
+  if (source_ == nullptr && !config.pool.empty()) {
+    *result = {kExitFailure, "--pool " + config.pool + ": the job is not joined to the pool"};
+    return false;
+  }
   if (source_ == nullptr) {
     // Hosts are fixed (-H, --hostfile, or localhost:<np>): looked up now, before the loop runs.
     std::vector<discovery::HostSlots> hosts;
@@ -84,29 +97,23 @@ bool ElasticPolicy::Prepare(JobResult* result) {
     return false;
   }
   // Per rank: two output pipes and a short-lived exec-status pipe (plus two log files).
-  int per_rank = config.output_filename.empty() ? 3 : 5;
   int most_ranks = config.max_np.value_or(std::max(config.num_proc.value_or(1), 4096));
-  rlim_t files = static_cast<rlim_t>(most_ranks) * per_rank + 64;
   FileLimit* limit = context_->file_limit();
-  std::optional<int> supervisable;  // without --max-np: the ranks the open-file limit allows
-  if (limit != nullptr && !limit->Ensure(files, fmt::format("{} ranks", most_ranks), &err)) {
-    rlim_t have = limit->current();
-    int can = have > 64 ? static_cast<int>(std::min<rlim_t>((have - 64) / per_rank, INT32_MAX)) : 0;
-    int least = config.min_np.value_or(config.num_proc.value_or(1));
-    if (config.max_np) {
-      *result = {kExitUsage, err};
-      return false;
-    }
-    if (can < least) {
-      *result = {kExitUsage, fmt::format("the open-file limit ({}, ulimit -Hn) lets etrun supervise at "
-                                         "most {} ranks, fewer than the {} the job needs: raise "
-                                         "it, or start fewer ranks per etrun", have, can, least)};
-      return false;
-    }
-    supervisable = can;
-    spdlog::warn("the open-file limit ({}, ulimit -n) lets etrun supervise at most {} ranks: slots "
-                 "beyond them are not used; say so with --max-np {} or raise the limit "
-                 "(ulimit -Hn)", have, can, can);
+  if (config.max_np && limit != nullptr &&
+      !limit->Ensure(static_cast<rlim_t>(most_ranks) * FilesPerRank(config) + 64,
+                     fmt::format("{} ranks", most_ranks), &err)) {
+    *result = {kExitUsage, err};
+    return false;
+  }
+  // Without --max-np: at most the ranks the open-file limit lets etrun supervise.
+  supervisable_ = config.max_np ? std::nullopt : SupervisableRanks(config, limit);
+  int least = config.min_np.value_or(config.num_proc.value_or(1));
+  if (supervisable_ && *supervisable_ < least) {
+    *result = {kExitUsage, fmt::format("the open-file limit ({}, ulimit -Hn) lets etrun supervise at "
+                                       "most {} ranks, fewer than the {} the job needs: raise "
+                                       "it, or start fewer ranks per etrun", limit->current(),
+                                       *supervisable_, least)};
+    return false;
   }
   run_.elastic = true;
   run_.rendezvous_addr = driver_ip;
@@ -118,7 +125,8 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   }
   options_.np = config.num_proc.value_or(1);
   options_.min_np = config.min_np.value_or(options_.np);
-  options_.max_np = config.max_np ? config.max_np : supervisable;
+  options_.max_np = config.max_np ? config.max_np : supervisable_;
+  if (supervisable_) options_.np = std::min(options_.np, *supervisable_);
   options_.elastic_timeout = ElasticTimeout(config, context_->environment());
   options_.reset_limit = config.reset_limit;
   options_.restart_all = config.restart_mode;
@@ -190,6 +198,17 @@ void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
       std::vector<discovery::SlotFacts>& mine = facts_[host];
       if (mine.size() < facts.size()) mine.resize(facts.size());
       std::copy(facts.begin(), facts.end(), mine.begin());
+    }
+  }
+  if (grant.ok && supervisable_ && !warned_supervisable_) {
+    int64_t offered = 0;
+    for (const discovery::HostSlots& h : grant.hosts) offered += h.slots;
+    if (offered > *supervisable_) {
+      warned_supervisable_ = true;
+      spdlog::warn("the open-file limit ({}, ulimit -n) lets etrun supervise at most {} ranks: the "
+                   "other {} slots are not used; say so with --max-np {} or raise the limit "
+                   "(ulimit -Hn)", context_->file_limit()->current(), *supervisable_,
+                   offered - *supervisable_, *supervisable_);
     }
   }
   driver_->OnDiscovery(grant, context_->Now());
@@ -379,7 +398,7 @@ nlohmann::json ElasticPolicy::Status() const {
   return {{"state", driver_->state()}, {"elastic", true}, {"world_ready", driver_->world_ready()},
           {"pool", traits_.lent ? nlohmann::json(traits_.lender) : nlohmann::json(nullptr)},
           {"world_size", driver_->assignment().size()}, {"np", options_.np},
-          {"min_np", options_.min_np}, {"max_np", OptionalInt(options_.max_np)},
+          {"min_np", options_.min_np}, {"max_np", OptionalInt(context_->config().max_np)},
           {"resets", driver_->resets()}, {"round", driver_->round()}, {"ranks", ranks},
           {"overrides", {{"add", overrides.add}, {"remove", overrides.remove},
                          {"to", OptionalInt(overrides.to)}}}};

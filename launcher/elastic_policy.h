@@ -31,6 +31,15 @@ namespace etrun::launcher {
 std::chrono::milliseconds ElasticTimeout(const JobConfig& config,
                                          const std::vector<std::string>& environment);
 
+// Descriptors etrun holds per running rank: two output pipes and a short-lived exec-status pipe
+// (plus two log files with --output-filename).
+int FilesPerRank(const JobConfig& config);
+
+// The ranks the open-file limit lets etrun supervise at once (64 descriptors kept for itself);
+// none without a limit object or with an unlimited one. main() caps a pool job's --max-np by it
+// too, so the pool does not grant slots the job cannot use.
+std::optional<int> SupervisableRanks(const JobConfig& config, const FileLimit* limit);
+
 class ElasticPolicy : public JobPolicy, private WorkerControl, private CoordinatorNotifier {
  public:
   ElasticPolicy();
@@ -87,6 +96,8 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   std::map<SlotKey, int> ids_;     // slot -> its current process (RankSet id)
   std::map<int, SlotKey> slots_;   // RankSet id -> slot, for unfinished processes
   std::map<SlotKey, int> starts_;  // processes started per slot
+  std::optional<int> supervisable_;  // without --max-np: SupervisableRanks
+  bool warned_supervisable_ = false;
   int port_round_ = -1;            // restart mode: the round master_port_ was picked for
   int master_port_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the discovery thread

@@ -4,7 +4,8 @@
 // servers; tests implement it with fakes (tests/launcher/fake_job_context.h), so each policy runs
 // in unit tests without processes, sockets or sleeps. A policy hears of finished ranks only
 // after the reap that found them has returned (JobPolicy::OnRankFinished), never from inside it.
-// Every call from the loop thread.
+// Every call from the loop thread, but for hosts().Resolve and Post, which any thread may call
+// (a host source's thread does).
 #ifndef ETRUN_LAUNCHER_JOB_CONTEXT_H_
 #define ETRUN_LAUNCHER_JOB_CONTEXT_H_
 

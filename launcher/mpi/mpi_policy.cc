@@ -133,7 +133,9 @@ bool MpiPolicy::Prepare(JobResult* result) {
       return false;
     }
     // mpirun would print a box and exit 134; say it as the other modes do, before it starts.
-    if (std::string cause = CommandCannotRun(config.command, context_->environment()); !cause.empty()) {
+    // Not with --mpi-args, which may move the ranks (-wdir) or give them another PATH (-x).
+    std::string cause = config.mpi_args.empty() ? CommandCannotRun(config.command, context_->environment()) : "";
+    if (!cause.empty()) {
       *result = {kExitCommandNotFound, cause};
       return false;
     }

@@ -154,16 +154,23 @@ def test_an_elastic_job_uses_only_the_ranks_the_open_file_limit_lets_etrun_super
     # 4,000 discovered slots but a hard limit of 200 open files (3 per rank, 64 for etrun): one
     # warning naming the limit and the fix, and a world of 45 ranks that all start and finish
     # (was: a start attempt per slot and an error line for each one past the limit).
+    # -np 50 above what can run is lowered to it, not waited for.
     script = write_script(tmp_path, "echo localhost:4000\n")
-    r = subprocess.run(["prlimit", "--nofile=200:200", ETRUN, "-np", "2", "--min-np", "1",
+    r = subprocess.run(["prlimit", "--nofile=200:200", ETRUN, "-np", "50", "--min-np", "1",
                         "--host-discovery-script", script, "sh", "-c", "echo $HOROVOD_SIZE"],
                        capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stderr.decode() == (
         "etrun: warning: the open-file limit (200, ulimit -n) lets etrun supervise at most 45 "
-        "ranks: slots beyond them are not used; say so with --max-np 45 or raise the limit "
+        "ranks: the other 3955 slots are not used; say so with --max-np 45 or raise the limit "
         "(ulimit -Hn)\n")
     assert rank_lines(r.stdout.decode()) == {rank: ["45"] for rank in range(45)}
+    # A job whose hosts fit says nothing about the limit.
+    small = write_script(tmp_path, "echo localhost:2\n")
+    r = subprocess.run(["prlimit", "--nofile=200:200", ETRUN, "-np", "2", "--min-np", "1",
+                        "--host-discovery-script", small, "true"],
+                       capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
     # Fewer than --min-np: nothing starts, one line, exit 2.
     r = subprocess.run(["prlimit", "--nofile=100:100", ETRUN, "-np", "20", "--min-np", "20",
                         "--host-discovery-script", script, "true"],
