@@ -204,26 +204,51 @@ bool RouteToward(const std::string& host, const std::vector<Interface>& interfac
 
 bool ChooseListenAddress(const std::vector<std::string>& requested, bool hosts_known,
                          const std::vector<std::string>& remote_hosts, bool remote_shell,
-                         const std::vector<Interface>& interfaces, std::vector<std::string>* nics,
-                         std::string* address, std::string* err) {
-  if (requested.empty() && !remote_hosts.empty()) {
-    // Workers must reach the rendezvous server: listen where the route toward them leaves.
-    std::string nic;
-    if (!RouteToward(remote_hosts.front(), interfaces, &nic, address, err) &&
-        (!remote_shell || !FirstNonLoopback(interfaces, &nic, address))) {
-      if (remote_shell) *err += ": name the interface workers reach this machine on with --network-interface";
-      return false;
-    }
-    *nics = {nic};
+                         const std::vector<Interface>& interfaces, ListenChoice* choice,
+                         std::string* err) {
+  ListenChoice c;
+  if (!requested.empty() || (hosts_known && remote_hosts.empty())) {
+    if (!ChooseLocalNics(requested, interfaces, &c.nics, &c.address, err)) return false;
+    c.listen = c.address;
+    *choice = std::move(c);
     return true;
   }
-  std::vector<std::string> names = requested;
-  std::string nic, unused;
-  // Ranks through a remote shell run elsewhere (pods): listen where they can reach this machine.
-  if (names.empty() && !hosts_known && remote_shell && FirstNonLoopback(interfaces, &nic, &unused)) {
-    names = {nic};
+  c.per_host = true;
+  c.listen = "0.0.0.0";
+  if (remote_hosts.empty()) {  // none known yet: this machine's ranks talk over the loopback
+    if (!ChooseLocalNics({}, interfaces, &c.nics, &c.address, err)) return false;
+    *choice = std::move(c);
+    return true;
   }
-  return ChooseLocalNics(names, interfaces, nics, address, err);
+  // This machine's ranks meet the remote ones where the route toward them leaves.
+  std::string nic;
+  if (!RouteToward(remote_hosts.front(), interfaces, &nic, &c.address, err) &&
+      (!remote_shell || !FirstNonLoopback(interfaces, &nic, &c.address))) {
+    if (remote_shell) *err += ": name the interface workers reach this machine on with --network-interface";
+    return false;
+  }
+  c.nics = {nic};
+  *choice = std::move(c);
+  return true;
+}
+
+bool RouteTowardAddress(uint32_t address, const std::vector<Interface>& interfaces,
+                        std::string* nic, std::string* source_ip) {
+  struct in_addr a;
+  a.s_addr = htonl(address);
+  char buf[INET_ADDRSTRLEN];
+  std::string unused;
+  return inet_ntop(AF_INET, &a, buf, sizeof(buf)) != nullptr &&
+         RouteToward(buf, interfaces, nic, source_ip, &unused);
+}
+
+std::string LauncherAddressToward(const std::vector<uint32_t>& host_ipv4,
+                                  const std::vector<Interface>& interfaces) {
+  std::string nic, address;
+  if (!host_ipv4.empty() && RouteTowardAddress(host_ipv4.front(), interfaces, &nic, &address)) {
+    return address;
+  }
+  return FirstNonLoopback(interfaces, &nic, &address) ? address : "";
 }
 
 int FindFreePort(const std::string& address, std::string* err) {

@@ -88,19 +88,42 @@ bool FirstNonLoopback(const std::vector<Interface>& interfaces, std::string* nic
 bool RouteToward(const std::string& host, const std::vector<Interface>& interfaces,
                  std::string* nic, std::string* source_ip, std::string* err);
 
-// Where etrun listens for its workers and which interfaces they are told to use, for every mode
-// (one choice: static, elastic and --mpi jobs call this). With `requested` names
-// (--network-interface): exactly those (ChooseLocalNics). Without: toward the first of
-// `remote_hosts` (the job's hosts that are not this machine) the interface and address the
-// route leaves from; where that fails and `remote_shell` (hosts may be names only the remote
-// shell knows: pods), the first non-loopback interface. When the remote hosts are not known yet
-// (`hosts_known` false: an elastic job's come from its source later), `remote_shell` picks the
-// first non-loopback interface too. Otherwise the loopback (ChooseLocalNics). Returns false and
-// sets *err (with the flag that fixes it where one does).
+// RouteToward for an address (host byte order): no name lookup, so the loop may call it.
+bool RouteTowardAddress(uint32_t address, const std::vector<Interface>& interfaces,
+                        std::string* nic, std::string* source_ip);
+
+// Where etrun listens for its workers and what they are told, for every mode (one choice:
+// static, elastic and --mpi jobs call ChooseListenAddress).
+struct ListenChoice {
+  std::string listen;             // the rendezvous server's address; "0.0.0.0": every address
+  std::string address;            // the launcher address this machine's ranks are told
+  std::vector<std::string> nics;  // this machine's ranks' interfaces (everyone's, when named)
+  // Ranks on other hosts find there, as they start, the launcher address they reach and their
+  // own interface toward it (launcher/ssh/ssh_rank.h's RemoteCommand); `address`/`nics` are
+  // only this machine's. False: every rank is told `address` and `nics`.
+  bool per_host = false;
+};
+
+// With `requested` names (--network-interface): exactly those, everywhere, as horovodrun
+// (ChooseLocalNics: each must exist here; listen on the first one's address). Without names,
+// when every host is this machine: the loopback (ChooseLocalNics). Without names, when hosts may
+// be elsewhere (`remote_hosts` not empty, or `hosts_known` false: an elastic job's hosts come
+// from its source later): per host, listening on every address (the access list still admits
+// only the job's hosts, this machine and --rendezvous-allow). Then this machine's own ranks use
+// the interface and address the route toward the first remote host leaves from (the loopback
+// while no remote host is known); where no such route exists: with `remote_shell` (hosts may be
+// names only the remote shell knows: pods) the first non-loopback interface, else an error.
+// Returns false and sets *err (with the flag that fixes it where one does).
 bool ChooseListenAddress(const std::vector<std::string>& requested, bool hosts_known,
                          const std::vector<std::string>& remote_hosts, bool remote_shell,
-                         const std::vector<Interface>& interfaces, std::vector<std::string>* nics,
-                         std::string* address, std::string* err);
+                         const std::vector<Interface>& interfaces, ListenChoice* choice,
+                         std::string* err);
+
+// The launcher address to tell a host that has no better way to find it (ranks through a remote
+// shell): the source address of the route toward the host's first address (`host_ipv4`, host
+// byte order: no name lookup), else the first non-loopback address; "" when there is none.
+std::string LauncherAddressToward(const std::vector<uint32_t>& host_ipv4,
+                                  const std::vector<Interface>& interfaces);
 
 // Asks the kernel for a free TCP port on `address` (bind to port 0, read it, close). Another
 // process may take it before it is used; callers that can bind and keep the socket should.

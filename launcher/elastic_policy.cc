@@ -89,13 +89,17 @@ bool ElasticPolicy::Prepare(JobResult* result) {
     source_ = fixed_hosts_.get();
   }
   traits_ = source_->traits();
-  std::string driver_ip;
+  discovery::ListenChoice listen;
   if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/false, {},
                                       !config.remote_shell.empty(), context_->hosts().interfaces(),
-                                      &run_.nics, &driver_ip, &err)) {
+                                      &listen, &err)) {
     *result = {kExitUsage, err};
     return false;
   }
+  const std::string& driver_ip = listen.address;
+  listen_addr_ = listen.listen;
+  run_.nics = listen.nics;
+  run_.per_host = listen.per_host;
   // Per rank: two output pipes and a short-lived exec-status pipe (plus two log files).
   int most_ranks = config.max_np.value_or(std::max(config.num_proc.value_or(1), 4096));
   FileLimit* limit = context_->file_limit();
@@ -118,6 +122,7 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   run_.elastic = true;
   run_.rendezvous_addr = driver_ip;
   run_.master_addr = driver_ip;
+  run_.master_is_launcher = true;
   run_.master_port = discovery::FindFreePort(driver_ip, &err);
   if (!LocalGpuSlots(config, context_->environment(), &run_.gpus, &err)) {
     *result = {kExitUsage, err};
@@ -271,11 +276,36 @@ static int GroupRank(const std::string& host, const std::vector<rendezvous::Slot
   return static_cast<int>(seen.size()) - 1;
 }
 
+void ElasticPolicy::PlaceOnNetwork(const rendezvous::SlotInfo& slot,
+                                   const std::vector<rendezvous::SlotInfo>& world, RunVars* run) {
+  discovery::HostDirectory& hosts = context_->hosts();  // cached: no lookup on the loop
+  auto remote = std::find_if(world.begin(), world.end(), [&hosts](const rendezvous::SlotInfo& s) {
+    return !hosts.Lookup(s.hostname).local;
+  });
+  // torch.distributed's store is served by rank 0: MASTER_ADDR names its host when that is
+  // another machine (remote ranks are told this machine's address as they reach it otherwise).
+  for (const rendezvous::SlotInfo& s : world) {
+    if (s.rank == 0 && !hosts.Lookup(s.hostname).local) {
+      run->master_addr = s.hostname;
+      run->master_is_launcher = false;
+    }
+  }
+  // This machine's ranks meet remote ones where the route toward them leaves (the loopback
+  // while the world is this machine only).
+  if (remote == world.end() || !hosts.Lookup(slot.hostname).local) return;
+  std::vector<uint32_t> ipv4 = hosts.Lookup(remote->hostname).ipv4;
+  std::string nic, address;
+  if (!ipv4.empty() && discovery::RouteTowardAddress(ipv4.front(), hosts.interfaces(), &nic, &address)) {
+    run->nics = {nic};
+  }
+}
+
 void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
                           const std::vector<rendezvous::SlotInfo>& world) {
   SlotKey key{slot.hostname, slot.local_rank};
   RankRequest request{slot, GroupRank(slot.hostname, world), run_, round,
                       ExtraEnv(round > driver_->round())};
+  if (run_.per_host) PlaceOnNetwork(slot, world, &request.run);
   // The slot's facts from its source (a pool's slot name and GPU) and the GPUs the rank sees:
   // with --gpus-per-rank the RankLauncher sets them; else ranks permuted on this host (rank 0
   // kept with the state) must find their slot's own GPU at hvd.local_rank().

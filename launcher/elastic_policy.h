@@ -47,7 +47,7 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
 
   bool Prepare(JobResult* result) override;
   rendezvous::HttpHandler* rendezvous_handler() override { return handler_.get(); }
-  std::string rendezvous_address() const override { return run_.rendezvous_addr; }
+  std::string listen_address() const override { return listen_addr_; }
   void Begin(int rendezvous_port) override;
   void OnRankFinished(const RankSet::Finished& finished) override;
   void OnStopSignal(int sig) override;
@@ -77,7 +77,13 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   void ApplyOverrides(const std::string& body, ControlRespond respond);
 
   ElasticOptions options_;
+  // A rank's network with the job's hosts on several machines (RunVars::per_host): MASTER_ADDR
+  // for a rank 0 elsewhere, this machine's ranks' interface toward the remote ones.
+  void PlaceOnNetwork(const rendezvous::SlotInfo& slot,
+                      const std::vector<rendezvous::SlotInfo>& world, RunVars* run);
+
   RunVars run_;
+  std::string listen_addr_;  // the rendezvous server's (discovery::ListenChoice)
   rendezvous::KvStore store_;
   std::mt19937 random_;  // cooldown jitter
   std::unique_ptr<discovery::HostManager> host_manager_;

@@ -40,9 +40,10 @@ class JobPolicy {
   // command. Returns false and sets *result (code and a one-line cause) when the job cannot run.
   virtual bool Prepare(JobResult* result) = 0;
 
-  // The rendezvous server's handler and listen address; null: the job needs no server.
+  // The rendezvous server's handler and listen address ("0.0.0.0": every address); null: the
+  // job needs no server.
   virtual rendezvous::HttpHandler* rendezvous_handler() { return nullptr; }
-  virtual std::string rendezvous_address() const { return ""; }
+  virtual std::string listen_address() const { return ""; }
 
   // Starts the job once the servers listen (`rendezvous_port` 0 without a server).
   virtual void Begin(int rendezvous_port) = 0;

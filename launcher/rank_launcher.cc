@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
@@ -69,6 +70,26 @@ RankLauncher::RankLauncher(const JobConfig& config, const std::vector<std::strin
     : config_(config), environment_(environment), ranks_(ranks), sink_(sink),
       console_(console), remote_(remote), hosts_(hosts), access_(access), events_(events) {}
 
+HostNetwork RankLauncher::RemoteNetwork(const RunVars& run, const std::string& host,
+                                        const std::vector<std::string>& exported) {
+  HostNetwork net;
+  if (!run.per_host) {
+    // --network-interface: horovodrun's meaning (the same names everywhere), checked there.
+    if (!run.nics.empty() && !config_.network_interfaces.empty()) net.require_interface = run.nics.front();
+    return net;
+  }
+  net.resolve = true;
+  net.launcher_address = discovery::LauncherAddressToward(hosts_->Lookup(host).ipv4, hosts_->interfaces());
+  if (!run.rendezvous_addr.empty()) net.address_vars.push_back("HOROVOD_GLOO_RENDEZVOUS_ADDR");
+  if (run.master_is_launcher) net.address_vars.push_back("MASTER_ADDR");
+  net.interface_vars = {"HOROVOD_GLOO_IFACE", "NCCL_SOCKET_IFNAME"};
+  bool own_gloo_ifname = std::any_of(exported.begin(), exported.end(), [](const std::string& kv) {
+    return kv.starts_with("GLOO_SOCKET_IFNAME=");
+  });
+  if (!own_gloo_ifname) net.interface_vars.push_back("GLOO_SOCKET_IFNAME");  // the user's is kept
+  return net;
+}
+
 bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::string* err) {
   const rendezvous::SlotInfo& slot = request.slot;
   if (!hosts_->Lookup(slot.hostname).local) {
@@ -86,7 +107,8 @@ bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::strin
     remote_env.insert(remote_env.end(), request.extra_env.begin(), request.extra_env.end());
     char cwd[4096];
     RemoteRank remote{slot.hostname, getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".",
-                      std::move(remote_env), config_.command, config_.grace_period_s};
+                      std::move(remote_env), config_.command, config_.grace_period_s,
+                      RemoteNetwork(request.run, slot.hostname, exported)};
     if (remote_ == nullptr) {
       *err = "cannot start a rank on " + slot.hostname + ": this job starts ranks on this machine only";
       return false;

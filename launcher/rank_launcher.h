@@ -71,6 +71,11 @@ class RankLauncher {
   bool Start(const RankRequest& request, int* id, std::string* err);
 
  private:
+  // How a rank on `host` learns its network facts there (RemoteRank::network); `exported` is
+  // the launcher environment it gets.
+  HostNetwork RemoteNetwork(const RunVars& run, const std::string& host,
+                            const std::vector<std::string>& exported);
+
   const JobConfig& config_;
   const std::vector<std::string>& environment_;
   RankSet* ranks_;

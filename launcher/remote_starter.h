@@ -14,6 +14,16 @@
 
 namespace etrun::launcher {
 
+// What a rank learns on its own host as it starts there (discovery::ListenChoice::per_host):
+// hosts differ from the launcher and from each other in addresses and interface names.
+struct HostNetwork {
+  bool resolve = false;                      // off: the variables are set as they are
+  std::string launcher_address;              // where the host cannot tell (no SSH connection)
+  std::vector<std::string> address_vars;     // set to the launcher address the host reaches
+  std::vector<std::string> interface_vars;   // set to the host's interface toward that address
+  std::string require_interface;             // --network-interface: must exist on the host
+};
+
 // One rank to run on another host.
 struct RemoteRank {
   std::string host;
@@ -21,6 +31,7 @@ struct RemoteRank {
   std::vector<std::string> env;   // "K=V", set over the host's login environment
   std::vector<std::string> argv;  // the command
   double grace_s = 5;             // SIGTERM to SIGKILL when the rank is stopped
+  HostNetwork network;
 };
 
 class RemoteStarter {

@@ -143,7 +143,7 @@ bool Runtime::StartServers(JobResult* result) {
   if (rendezvous::HttpHandler* handler = policy_->rendezvous_handler()) {
     // Horovod's Gloo workers rendezvous through it, on the address they are told.
     server_ = std::make_unique<rendezvous::HttpServer>(&io_, handler);
-    std::string address = policy_->rendezvous_address();
+    std::string address = policy_->listen_address();
     if (!server_->Listen(address, 0, &err)) {
       *result = {kExitFailure, "rendezvous server: " + err};
       return false;

@@ -39,16 +39,21 @@ bool PlanStaticJob(const JobConfig& config, discovery::HostDirectory* hosts, Sta
     host_index.try_emplace(s.hostname, static_cast<int>(host_index.size()));
     p.group_ranks.push_back(host_index[s.hostname]);
   }
-  std::string driver_ip;
+  discovery::ListenChoice listen;
   if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/true,
                                       p.remote_hosts, !config.remote_shell.empty(),
-                                      hosts->interfaces(), &p.run.nics, &driver_ip, err)) {
+                                      hosts->interfaces(), &listen, err)) {
     return false;
   }
+  const std::string& driver_ip = listen.address;
+  p.listen_addr = listen.listen;
+  p.run.nics = listen.nics;
+  p.run.per_host = listen.per_host;
   // torch.distributed's TCPStore is served by rank 0, so MASTER_ADDR names rank 0's host.
   bool rank0_remote = std::find(p.remote_hosts.begin(), p.remote_hosts.end(),
                                 p.slots.front().hostname) != p.remote_hosts.end();
   p.run.master_addr = rank0_remote ? p.slots.front().hostname : driver_ip;
+  p.run.master_is_launcher = !rank0_remote;
   p.run.rendezvous_addr = driver_ip;  // the port is the HTTP server's, known once it listens
   p.run.master_port = discovery::FindFreePort(driver_ip, err);
   if (p.run.master_port == 0) return false;

@@ -26,14 +26,15 @@ struct StaticPlan {
   std::vector<rendezvous::SlotInfo> slots;  // in rank order
   std::vector<int> group_ranks;             // per slot: index of its host among used hosts
   std::vector<std::string> remote_hosts;    // hosts that are not this machine (SSH)
+  std::string listen_addr;                  // the rendezvous server's (discovery::ListenChoice)
   RunVars run;
 };
 
 // Decides hosts, ranks and run variables for a static job: exactly -np ranks filling the hosts
 // in order. `hosts` answers which hosts are this machine (and caches their addresses). Remote
-// hosts are reached over SSH; the rendezvous address is then the one the route toward them
-// leaves from (or --network-interface's). Fails when the hosts lack slots. Starts nothing; probes
-// one free port.
+// hosts are reached over SSH; with them, and no --network-interface, the server listens on
+// every address and each remote rank finds its own (discovery::ChooseListenAddress). Fails when
+// the hosts lack slots. Starts nothing; probes one free port.
 bool PlanStaticJob(const JobConfig& config, discovery::HostDirectory* hosts, StaticPlan* plan,
                    std::string* err);
 
@@ -41,7 +42,7 @@ class StaticPolicy : public JobPolicy {
  public:
   bool Prepare(JobResult* result) override;
   rendezvous::HttpHandler* rendezvous_handler() override { return &handler_; }
-  std::string rendezvous_address() const override { return plan_.run.rendezvous_addr; }
+  std::string listen_address() const override { return plan_.listen_addr; }
   void Begin(int rendezvous_port) override;
   void OnRankFinished(const RankSet::Finished& finished) override;
   void OnStopSignal(int sig) override;

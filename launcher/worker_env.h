@@ -22,10 +22,14 @@ using EnvList = std::vector<std::pair<std::string, std::string>>;
 struct RunVars {
   std::vector<std::string> nics;      // HOROVOD_GLOO_IFACE = nics[0]; NCCL_SOCKET_IFNAME = all
   std::string master_addr;            // torch.distributed rendezvous (rank 0's host)
+  bool master_is_launcher = false;    // master_addr is this machine's (rank 0 runs here)
   int master_port = 0;
   std::string rendezvous_addr;        // HOROVOD_GLOO_RENDEZVOUS_ADDR; empty: no server yet
   int rendezvous_port = 0;
   bool elastic = false;               // HOROVOD_ELASTIC=1
+  // Ranks on other hosts find their own interface and launcher address where they start
+  // (discovery::ListenChoice::per_host); nics and the addresses above are this machine's.
+  bool per_host = false;
   GpuSlots gpus;                      // --gpus-per-rank / --ranks-per-gpu: CUDA_VISIBLE_DEVICES
 };
 

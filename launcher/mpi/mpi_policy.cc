@@ -125,13 +125,14 @@ bool MpiPolicy::Prepare(JobResult* result) {
     return directory.Lookup(h).local;
   });
   if (all_local) {
-    std::string unused_ip;
+    discovery::ListenChoice listen;
     if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/true, {},
                                         !config.remote_shell.empty(), directory.interfaces(),
-                                        &job.nics, &unused_ip, &err)) {
+                                        &listen, &err)) {
       *result = {kExitUsage, err};
       return false;
     }
+    job.nics = listen.nics;
     // mpirun would print a box and exit 134; say it as the other modes do, before it starts.
     // Not with --mpi-args, which may move the ranks (-wdir) or give them another PATH (-x).
     std::string cause = config.mpi_args.empty() ? CommandCannotRun(config.command, context_->environment()) : "";

@@ -27,6 +27,46 @@ constexpr char kWrapper[] =
     "kill -KILL -\"$1\" 2>/dev/null' etrun-watch \"$p\" \"$g\" <&3 >/dev/null 2>&1 & w=$!; "
     "exec 3<&-; wait \"$p\"; s=$?; kill -KILL -\"$w\" 2>/dev/null; exit $s";
 
+// Prints the name of the interface whose route (in /proc/net/route's format, from a little-endian
+// machine) best matches the IPv4 address `a`: the longest mask, then the lowest metric; "lo" for
+// 127/8; nothing when no route matches. POSIX awk (mawk) has no bit operations: with a contiguous
+// mask byte m, x & m is x - x % (256 - m).
+constexpr char kRouteAwk[] =
+    "function h(s,  i, n) { n = 0; for (i = 1; i <= length(s); i++) "
+    "n = n * 16 + index(\"0123456789ABCDEF\", toupper(substr(s, i, 1))) - 1; return n }\n"
+    "BEGIN { if (split(a, q, \".\") != 4) exit; if (q[1] == 127) { print \"lo\"; exit } }\n"
+    "NR > 1 && h($4) % 2 == 1 { ok = 1; w = 0\n"
+    "  for (k = 0; k < 4; k++) { d = h(substr($2, 7 - 2 * k, 2)); m = h(substr($8, 7 - 2 * k, 2))\n"
+    "    x = q[k + 1] + 0; if (x - x % (256 - m) != d) ok = 0; w += m }\n"
+    "  if (ok && (b == \"\" || w > bw || (w == bw && $7 + 0 < bm))) { b = $1; bw = w; bm = $7 + 0 } }\n"
+    "END { if (b != \"\") print b }";
+
+// The wrapper's first part for rank.network (RemoteCommand); "" when there is nothing to do.
+std::string HostNetworkScript(const RemoteRank& rank, bool ssh_connection) {
+  const HostNetwork& net = rank.network;
+  std::string s;
+  std::string host = ShellQuote(rank.host);
+  if (!net.require_interface.empty()) {
+    std::string nic = ShellQuote(net.require_interface);
+    s += "[ -e /sys/class/net/" + nic + " ] || { echo \"etrun: error: host \"" + host +
+         "\" has no interface \"" + nic + "\" (--network-interface): name one every host has, "
+         "or leave the flag out to let etrun find each host's\" >&2; exit " +
+         std::to_string(kHostNetworkFailure) + "; }; ";
+  }
+  if (!net.resolve) return s;
+  s += "a=" + ShellQuote(net.launcher_address) + "; ";
+  if (ssh_connection) {  // the launcher address this connection came from, if IPv4
+    s += "c=${SSH_CONNECTION%% *}; case $c in *.*.*.*) a=$c;; esac; ";
+  }
+  s += "i=$(awk -v a=\"$a\" " + ShellQuote(kRouteAwk) + " /proc/net/route 2>/dev/null); "
+       "[ -n \"$i\" ] || { echo \"etrun: error: host \"" + host + "\" has no route to the "
+       "launcher at $a: name the launcher's interface the hosts reach with --network-interface\" >&2; "
+       "exit " + std::to_string(kHostNetworkFailure) + "; }; ";
+  for (const std::string& v : net.address_vars) s += "export " + v + "=\"$a\"; ";
+  for (const std::string& v : net.interface_vars) s += "export " + v + "=\"$i\"; ";
+  return s + "unset a c i; ";
+}
+
 constexpr int kSshFailure = 255;
 int g_sock = -1;
 
@@ -44,16 +84,17 @@ int Fail(const char* label, const std::string& what) {
 
 }  // namespace
 
-std::string RemoteCommand(const std::string& cwd, const std::vector<std::string>& env,
-                          const std::vector<std::string>& argv, double grace_s) {
-  std::string cmd = "cd " + ShellQuote(cwd) + " >/dev/null 2>&1; exec env";
-  for (const std::string& kv : env) cmd += " " + ShellQuote(kv);
+std::string RemoteCommand(const RemoteRank& rank, bool ssh_connection) {
+  std::string cmd = "cd " + ShellQuote(rank.cwd) + " >/dev/null 2>&1; exec env";
+  for (const std::string& kv : rank.env) cmd += " " + ShellQuote(kv);
   char grace[32];
-  snprintf(grace, sizeof(grace), "%g", grace_s);
-  cmd += " sh -c " + ShellQuote(kWrapper) + " etrun-rank " + ShellQuote(grace);
-  for (const std::string& a : argv) cmd += " " + ShellQuote(a);
+  snprintf(grace, sizeof(grace), "%g", rank.grace_s);
+  cmd += " sh -c " + ShellQuote(HostNetworkScript(rank, ssh_connection) + kWrapper) + " etrun-rank " + ShellQuote(grace);
+  for (const std::string& a : rank.argv) cmd += " " + ShellQuote(a);
   return cmd;
 }
+
+const char* RouteAwkProgram() { return kRouteAwk; }
 
 std::vector<std::string> SshRankArgs(const std::string& socket_name, const std::string& label,
                                      const std::string& remote_command) {

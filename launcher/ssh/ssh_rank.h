@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/remote_starter.h"
 
 namespace etrun::launcher {
 
@@ -27,11 +28,24 @@ struct SshTarget {
   int connect_timeout_s = 10;
 };
 
-// The remote shell command for one rank: cd to `cwd`, then the wrapper, which exports `env`
-// ("K=V", quoted here) and runs `argv` in its own session, killing it `grace_s` seconds after
+// The exit code of a rank whose host cannot serve it (no route to the launcher, the named
+// interface missing there): one line on its stderr says which host and what fixes it.
+inline constexpr int kHostNetworkFailure = 255;
+
+// The remote shell command for `rank`: cd to its cwd, then the wrapper, which exports its env
+// ("K=V", quoted here) and runs its argv in its own session, killing it grace_s seconds after
 // SIGTERM once stdin closes. Every piece is single-quoted: nothing is re-parsed remotely.
-std::string RemoteCommand(const std::string& cwd, const std::vector<std::string>& env,
-                          const std::vector<std::string>& argv, double grace_s);
+// With rank.network.resolve, the wrapper first finds the launcher address the host reaches (the
+// client address of the SSH connection it runs under when `ssh_connection`, else the one given)
+// and the host's interface toward it (the longest-prefix route in /proc/net/route, read with
+// awk: nothing beyond POSIX sh and awk is needed there; 127/8 is "lo"), and sets the named
+// variables to them; with require_interface, it checks that interface exists there. Either
+// failing exits kHostNetworkFailure with one line.
+std::string RemoteCommand(const RemoteRank& rank, bool ssh_connection);
+
+// The awk program RemoteCommand runs over /proc/net/route (`awk -v a=<IPv4>`): prints the
+// interface to reach `a` on, or nothing. Exposed for tests.
+const char* RouteAwkProgram();
 
 // The stub's argv (after the program path): the mode, its host's SshHost socket, a label for
 // messages ("host:port") and the remote command.

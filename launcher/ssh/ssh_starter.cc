@@ -19,7 +19,9 @@ std::string SelfPath() {
 }  // namespace
 
 bool SshStarter::StubArgv(const RemoteRank& rank, std::vector<std::string>* argv, std::string* err) {
-  std::string command = RemoteCommand(rank.cwd, rank.env, rank.argv, rank.grace_s);
+  // Over libssh2 the wrapper can read the launcher address from SSH_CONNECTION; a remote shell
+  // may pass through other machines (ssh -J, kubectl), so its ranks are told the address.
+  std::string command = RemoteCommand(rank, /*ssh_connection=*/config_.remote_shell.empty());
   *argv = {SelfPath()};
   if (!config_.remote_shell.empty()) {  // through a command such as kubectl exec
     for (std::string& a : RemoteShellRankArgs(

@@ -415,3 +415,44 @@ TEST_CASE("elastic policy: etrun scale may not add or remove a lent source's hos
 
 }  // namespace
 }  // namespace etrun::launcher
+
+namespace etrun::launcher {
+namespace {
+
+TEST_CASE("elastic policy: with no --network-interface, hosts elsewhere find their own network") {
+  // The server listens on every address (hosts come later, from anywhere); every rank request
+  // says so (remote ranks resolve theirs where they start); MASTER_ADDR names rank 0's host when
+  // that is another machine, else it is this machine's and remote ranks are told theirs.
+  ElasticJob job;
+  job.source.grant = Grant({{"198.18.0.5", 1}, {"localhost", 1}});
+  job.Start();
+  CHECK(job.policy.listen_address() == "0.0.0.0");
+  REQUIRE(job.context.started.size() == 2);
+  for (const FakeJobContext::Started& s : job.context.started) {
+    CHECK(s.request.run.per_host);
+    CHECK(s.request.run.rendezvous_addr == "127.0.0.1");  // this machine's ranks' own
+    CHECK(s.request.run.master_addr == "198.18.0.5");
+    CHECK_FALSE(s.request.run.master_is_launcher);
+  }
+
+  ElasticJob here;
+  here.source.grant = Grant({{"localhost", 1}, {"198.18.0.5", 1}});
+  here.Start();
+  REQUIRE(here.context.started.size() == 2);
+  for (const FakeJobContext::Started& s : here.context.started) {
+    CHECK(s.request.run.master_addr == "127.0.0.1");
+    CHECK(s.request.run.master_is_launcher);
+  }
+
+  ElasticJob named;
+  named.context.job.network_interfaces = {"lo"};
+  named.source.grant = Grant({{"198.18.0.5", 2}});
+  named.Start();
+  CHECK(named.policy.listen_address() == "127.0.0.1");
+  REQUIRE(named.context.started.size() == 2);
+  CHECK_FALSE(named.context.started[0].request.run.per_host);
+  CHECK(named.context.started[0].request.run.nics == std::vector<std::string>{"lo"});
+}
+
+}  // namespace
+}  // namespace etrun::launcher

@@ -132,6 +132,41 @@ TEST_CASE("a rank on another host runs the SSH stub with the exported environmen
   CHECK(spec.env == f.environment);  // the stub's own environment is etrun's
 }
 
+TEST_CASE("a remote rank is told to find its network there; a named interface is checked there") {
+  // Per host (no --network-interface, hosts elsewhere): the wrapper sets the rendezvous address,
+  // MASTER_ADDR (rank 0 here) and the interfaces on the host (remote_command_test runs it).
+  Fixture f;
+  RankRequest request = Fixture::Request("127.0.0.2", 2, 0);
+  request.run.per_host = true;
+  request.run.master_is_launcher = true;
+  request.run.nics = {"lo"};
+  LaunchSpec spec;
+  std::string err;
+  REQUIRE(f.Launcher().Plan(request, &spec, &err));
+  std::string command = spec.argv.back();
+  CHECK(command.find("SSH_CONNECTION") != std::string::npos);
+  for (const char* v : {"HOROVOD_GLOO_RENDEZVOUS_ADDR=\"$a\"", "MASTER_ADDR=\"$a\"",
+                        "HOROVOD_GLOO_IFACE=\"$i\"", "NCCL_SOCKET_IFNAME=\"$i\"",
+                        "GLOO_SOCKET_IFNAME=\"$i\""}) {
+    CHECK_MESSAGE(command.find(std::string("export ") + v) != std::string::npos, v);
+  }
+  // The user's own GLOO_SOCKET_IFNAME is kept; rank 0 elsewhere: MASTER_ADDR is its host's.
+  f.environment.push_back("GLOO_SOCKET_IFNAME=ib0");
+  request.run.master_is_launcher = false;
+  REQUIRE(f.Launcher().Plan(request, &spec, &err));
+  command = spec.argv.back();
+  CHECK(command.find("export GLOO_SOCKET_IFNAME") == std::string::npos);
+  CHECK(command.find("export MASTER_ADDR") == std::string::npos);
+  CHECK(command.find("export HOROVOD_GLOO_IFACE") != std::string::npos);
+  // --network-interface: horovodrun's meaning, the name checked on the host; nothing resolved.
+  f.config.network_interfaces = {"lo"};
+  request.run.per_host = false;
+  REQUIRE(f.Launcher().Plan(request, &spec, &err));
+  command = spec.argv.back();
+  CHECK(command.find("/sys/class/net/") != std::string::npos);
+  CHECK(command.find("SSH_CONNECTION") == std::string::npos);
+}
+
 TEST_CASE("GPU slots give each local rank its devices, and refuse a rank beyond them") {
   Fixture f;
   RankRequest request = Fixture::Request("localhost", 3, 1);

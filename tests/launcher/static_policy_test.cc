@@ -54,6 +54,34 @@ TEST_CASE("static: -np ranks start at once on the hosts' slots and the job succe
   CHECK(result.cause.empty());
 }
 
+TEST_CASE("static: hosts elsewhere: the server listens on every address, ranks find theirs") {
+  // Given -H localhost:1,127.0.0.2:1 (127.0.0.2 is another host) and no --network-interface:
+  // listen on every address; this machine's rank 0 uses the route toward 127.0.0.2 (lo here) and
+  // is MASTER_ADDR, which remote ranks are told as they reach it. All local: the loopback only.
+  StaticJob job(2);
+  job.context.SetHosts("localhost:1,127.0.0.2:1");
+  job.Start();
+  CHECK(job.policy.listen_address() == "0.0.0.0");
+  REQUIRE(job.context.started.size() == 2);
+  for (const FakeJobContext::Started& s : job.context.started) {
+    CHECK(s.request.run.per_host);
+    CHECK(s.request.run.nics == std::vector<std::string>{"lo"});
+    CHECK(s.request.run.master_addr == "127.0.0.1");
+    CHECK(s.request.run.master_is_launcher);
+  }
+  StaticJob remote0(2);
+  remote0.context.SetHosts("127.0.0.2:1,localhost:1");
+  remote0.Start();
+  REQUIRE(remote0.context.started.size() == 2);
+  CHECK(remote0.context.started[0].request.run.master_addr == "127.0.0.2");
+  CHECK_FALSE(remote0.context.started[0].request.run.master_is_launcher);
+  StaticJob local(2);
+  local.context.SetHosts("localhost:2");
+  local.Start();
+  CHECK(local.policy.listen_address() == "127.0.0.1");
+  CHECK_FALSE(local.context.started[0].request.run.per_host);
+}
+
 TEST_CASE("static: the first failing rank stops the others and its code and cause are the job's") {
   // Given 3 ranks, when rank 1 exits 3, the others get SIGTERM (one StopAll); their own exits
   // (SIGTERM, or a later failure) do not change the result.
