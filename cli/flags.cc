@@ -168,6 +168,12 @@ void FlagTable::AddGeneral(JobConfig* c) {
       "--ssh-connect-timeout", [c](const int& v) { c->ssh_connect_timeout_s = v; },
       "Seconds to reach a host and log in over SSH before giving up on it (default: 10).")
       ->type_name("SECONDS");
+  Value<double>(
+      "--lost-host-timeout", [c](const double& v) { c->host_timeout_s = v; },
+      "Seconds a host running ranks may leave etrun's keepalives unanswered (link cut, machine "
+      "frozen) before it is declared lost: its ranks fail, elastic jobs go on without it "
+      "(default: 3).")
+      ->type_name("SECONDS");
   Text("--remote-shell", &c->remote_shell,
        "Starts remote ranks by running this command instead of SSH, {host} replaced by the "
        "host, e.g. 'kubectl exec -i {host} -n ns --' (as mpirun's plm_rsh_agent).")

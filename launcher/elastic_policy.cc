@@ -5,9 +5,12 @@
 #include <charconv>
 
 #include <boost/asio/post.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "events/schema.h"
+#include "launcher/fence.h"
 #include "launcher/gpu_slots.h"
 
 namespace etrun::launcher {
@@ -248,6 +251,7 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   if (!f.status.success() && remote != nullptr && !context_->hosts().Lookup(key.first).local &&
       remote->Unreachable(key.first, f.status)) {
     driver_->OnHostUnreachable(key.first, context_->Now());
+    Fence(key.first);
   }
   nlohmann::json fields = events::ExitFields(f.status);
   fields.update({{field::kRank, f.rank}, {field::kHost, f.host}, {field::kLocalRank, key.second},
@@ -260,6 +264,35 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
     poll_timer_.reset();
     Poll();
   }
+}
+
+void ElasticPolicy::Fence(const std::string& lost) {
+  if (!fenced_.insert(lost).second) return;  // once per loss
+  std::vector<std::string> addresses;
+  for (uint32_t a : context_->hosts().Lookup(lost).ipv4) {
+    addresses.push_back(fmt::format("{}.{}.{}.{}", a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255));
+  }
+  std::set<std::string> survivors;
+  for (const auto& [id, key] : slots_) {
+    if (key.first != lost) survivors.insert(key.first);
+  }
+  if (addresses.empty() || survivors.empty()) return;
+  std::string command = FenceCommand(addresses);
+  std::vector<std::string> fenced;
+  bool here = false;
+  for (const std::string& host : survivors) {
+    if (context_->hosts().Lookup(host).local) {
+      here = true;
+    } else if (context_->remote() != nullptr && context_->remote()->RunDetached(host, command)) {
+      fenced.push_back(host);
+    }
+  }
+  if (here) {
+    context_->FenceHere(addresses);
+    fenced.push_back("this machine");
+  }
+  spdlog::info("host {} is lost: its peers' connections to it are cut on {}, so their "
+               "collectives fail now", lost, fmt::join(fenced, ", "));
 }
 
 void ElasticPolicy::OnStopSignal(int sig) {
@@ -303,6 +336,7 @@ void ElasticPolicy::PlaceOnNetwork(const rendezvous::SlotInfo& slot,
 void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
                           const std::vector<rendezvous::SlotInfo>& world) {
   SlotKey key{slot.hostname, slot.local_rank};
+  fenced_.erase(slot.hostname);  // back in the job: fenced again if lost again
   RankRequest request{slot, GroupRank(slot.hostname, world), run_, round,
                       ExtraEnv(round > driver_->round())};
   if (run_.per_host) PlaceOnNetwork(slot, world, &request.run);

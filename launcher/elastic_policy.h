@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 
 #include "discovery/host_manager.h"
@@ -82,7 +83,12 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   void PlaceOnNetwork(const rendezvous::SlotInfo& slot,
                       const std::vector<rendezvous::SlotInfo>& world, RunVars* run);
 
+  // A host declared unreachable: its peers' sockets to it are destroyed (launcher/fence.h), so
+  // their collectives fail now instead of after Gloo's timeout.
+  void Fence(const std::string& lost);
+
   RunVars run_;
+  std::set<std::string> fenced_;  // lost hosts fenced and not started on since
   std::string listen_addr_;  // the rendezvous server's (discovery::ListenChoice)
   rendezvous::KvStore store_;
   std::mt19937 random_;  // cooldown jitter

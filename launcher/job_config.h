@@ -93,6 +93,7 @@ struct JobConfig {
   std::optional<int> ssh_port;                 // -p / --ssh-port
   std::string ssh_identity_file;               // -i / --ssh-identity-file
   int ssh_connect_timeout_s = 10;              // --ssh-connect-timeout (etrun)
+  double host_timeout_s = 3;                   // --lost-host-timeout (etrun)
   bool ssh_strict_host_keys = false;           // --ssh-strict-host-keys (etrun)
   std::string remote_shell;                    // --remote-shell CMD with {host} (etrun): not SSH
   Controller controller = Controller::kDefault;  // --gloo / --mpi / --jsrun

@@ -43,6 +43,13 @@ class RemoteStarter {
   // Whether a rank on `host` that ended with `status` (not success) ended because the host could
   // not be reached (its connection failed or was lost, the remote shell failed), not by itself.
   virtual bool Unreachable(const std::string& host, const ExitStatus& status) const = 0;
+  // Runs `command` (POSIX sh) on `host` over the way its ranks start, output discarded, not
+  // waited for; best effort (fencing a lost host: launcher/fence.h). Returns false when it
+  // cannot be tried (no connection to the host; a starter that has no such way).
+  virtual bool RunDetached(const std::string& host, const std::string& command) {
+    (void)host, (void)command;
+    return false;
+  }
 };
 
 }  // namespace etrun::launcher

@@ -28,6 +28,7 @@
 #include "events/event_log.h"
 #include "launcher/child.h"
 #include "launcher/clock.h"
+#include "launcher/fence.h"
 #include "control/control.h"
 #include "launcher/guardian.h"
 #include "launcher/job_config.h"
@@ -91,6 +92,9 @@ class Runtime : public JobContext {
   void Post(std::function<void()> fn) override;
   std::unique_ptr<Timer> After(std::chrono::milliseconds delay, std::function<void()> fn) override;
   void RunBlocking(std::function<void()> work, std::function<void()> then) override;
+  void FenceHere(const std::vector<std::string>& addresses) override {
+    RunBlocking([addresses] { launcher::FenceHere(addresses); }, [] {});
+  }
   void CheckDone() override;
   boost::asio::io_context& io() override { return io_; }
 

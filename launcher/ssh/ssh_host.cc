@@ -45,7 +45,16 @@ struct Session : SshConnection {
   int channels = 0;
   int max_channels = INT_MAX;  // lowered when the server refuses one more (sshd's MaxSessions)
   Clock::time_point next_keepalive;
+  // A command on the host that prints a byte every second: while it runs, silence means the
+  // link is cut or the host frozen (TCP keepalives are answered by a frozen host's kernel, and
+  // libssh2 keeps SSH keepalive answers forever). Null: not started, or ended.
+  LIBSSH2_CHANNEL* heartbeat = nullptr;
+  bool heartbeat_tried = false;
+  Clock::time_point last_heard;  // the heartbeat's last byte
 };
+
+// Runs on the host for Session::heartbeat; ends with the channel (echo fails once it closes).
+constexpr char kHeartbeatCommand[] = "while echo; do sleep 1; done";
 
 struct Client {
   int sock = -1;  // the stub's connection
@@ -61,8 +70,10 @@ struct Client {
 }  // namespace
 
 struct SshHost::State {
-  State(const SshTarget& t, std::shared_ptr<std::atomic<bool>> flag)
-      : target(t), unreachable(std::move(flag)) {}
+  State(const SshTarget& t, std::shared_ptr<std::atomic<bool>> flag,
+        std::shared_ptr<std::mutex> mutex, std::shared_ptr<std::vector<std::string>> queue)
+      : target(t), unreachable(std::move(flag)), detached_mutex(std::move(mutex)),
+        detached(std::move(queue)) {}
   ~State();
 
   void Run(int listen_fd, int wake_fd);
@@ -78,9 +89,19 @@ struct SshHost::State {
   void LoseSession(Session* s, const std::string& why);
   void CloseSession(Session* s);
   std::string Label() const { return SshLabel(target); }
+  // Starts the host's heartbeat on `s` unless a session has one (tried once per session; a
+  // refusal leaves the host watched by TCP only).
+  void StartHeartbeat(Session* s);
+  // Reads the heartbeat; loses every session once it was silent --lost-host-timeout with ranks running.
+  void CheckLiveness();
+
+  // Drains the wake pipe: false when asked to stop; queued detached commands become clients.
+  bool Wake(int wake_fd);
 
   SshTarget target;
   std::shared_ptr<std::atomic<bool>> unreachable;
+  std::shared_ptr<std::mutex> detached_mutex;
+  std::shared_ptr<std::vector<std::string>> detached;  // guarded by *detached_mutex
   std::vector<std::unique_ptr<Session>> sessions;
   std::vector<std::unique_ptr<Client>> clients;
   std::string last_failure;
@@ -97,12 +118,69 @@ Session* SshHost::State::OpenSession(std::string* err) {
   auto s = std::make_unique<Session>();
   if (!OpenSshConnection(target, s.get(), err)) return nullptr;
   int interval = std::max(1, target.connect_timeout_s / 2);
-  libssh2_keepalive_config(s->ssh, 1, static_cast<unsigned>(interval));
+  libssh2_keepalive_config(s->ssh, 0, static_cast<unsigned>(interval));
   s->next_keepalive = Clock::now() + std::chrono::seconds(interval);
   spdlog::debug("{}: connected", Label());
   unreachable->store(false);
   sessions.push_back(std::move(s));
   return sessions.back().get();
+}
+
+void SshHost::State::StartHeartbeat(Session* s) {
+  // One per host: a cut link or a frozen host silences every connection to it.
+  for (const auto& other : sessions) {
+    if (other->heartbeat != nullptr) return;
+  }
+  if (s->heartbeat_tried) return;
+  s->heartbeat_tried = true;
+  int timeout_ms = target.connect_timeout_s * 1000;
+  LIBSSH2_CHANNEL* channel = nullptr;
+  int rc = AwaitSsh(s, [&] {
+    channel = libssh2_channel_open_session(s->ssh);
+    return channel != nullptr ? 0 : libssh2_session_last_errno(s->ssh);
+  }, timeout_ms);
+  if (rc == 0) rc = AwaitSsh(s, [&] { return libssh2_channel_exec(channel, kHeartbeatCommand); }, timeout_ms);
+  if (rc != 0) {
+    if (channel != nullptr) AwaitSsh(s, [&] { return libssh2_channel_free(channel); }, 1000);
+    spdlog::debug("{}: no heartbeat ({}): a silent host is found by TCP only", Label(),
+                  SshSessionError(s->ssh));
+    return;
+  }
+  s->heartbeat = channel;
+  s->last_heard = Clock::now();
+}
+
+void SshHost::State::CheckLiveness() {
+  auto now = Clock::now();
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    Session* s = sessions[i].get();
+    while (s->heartbeat != nullptr) {
+      ssize_t n = libssh2_channel_read(s->heartbeat, buffer, sizeof(buffer));
+      if (n > 0) {
+        s->last_heard = now;
+        continue;
+      }
+      if (n == LIBSSH2_ERROR_EAGAIN) break;
+      if (n < 0) {
+        LoseSession(s, SshSessionError(s->ssh));
+        return;  // sessions changed; the others are checked on the next turn
+      }
+      if (libssh2_channel_eof(s->heartbeat)) {  // its command ended: stop listening to it
+        AwaitSsh(s, [&] { return libssh2_channel_free(s->heartbeat); }, 1000);
+        s->heartbeat = nullptr;
+      }
+      break;
+    }
+    int ranks = 0;
+    for (const auto& any : sessions) ranks += any->channels;
+    if (s->heartbeat == nullptr || ranks == 0 ||
+        now - s->last_heard < std::chrono::duration<double>(target.host_timeout_s)) {
+      continue;
+    }
+    std::string why = fmt::format("no answer for {:g} s (--lost-host-timeout)", target.host_timeout_s);
+    while (!sessions.empty()) LoseSession(sessions.back().get(), why);  // erases it
+    return;
+  }
 }
 
 void SshHost::State::CloseSession(Session* s) {
@@ -283,6 +361,7 @@ void SshHost::State::Start(Client* c) {
     ++s->channels;
     c->session = s;
     c->channel = channel;
+    StartHeartbeat(s);
     return;
   }
   Fail(c, "the server refused another channel");
@@ -365,6 +444,24 @@ void SshHost::State::Finish(Client* c) {
   Reply(c, code, "");
 }
 
+bool SshHost::State::Wake(int wake_fd) {
+  char bytes[64];
+  ssize_t n = read(wake_fd, bytes, sizeof(bytes));
+  if (n <= 0 || memchr(bytes, 'q', static_cast<size_t>(n)) != nullptr) return false;
+  std::vector<std::string> commands;
+  {
+    std::lock_guard<std::mutex> lock(*detached_mutex);
+    commands.swap(*detached);
+  }
+  for (std::string& command : commands) {
+    auto c = std::make_unique<Client>();  // no stub: no socket, output discarded
+    c->requested = true;
+    c->command = std::move(command);
+    clients.push_back(std::move(c));
+  }
+  return true;
+}
+
 void SshHost::State::Run(int listen_fd, int wake_fd) {
   std::vector<struct pollfd> polls;
   bool progress = false;
@@ -388,11 +485,12 @@ void SshHost::State::Run(int listen_fd, int wake_fd) {
       timeout_ms = static_cast<int>(std::clamp<long long>(until, 0, timeout_ms));
     }
     poll(polls.data(), polls.size(), timeout_ms);
-    if (polls[0].revents != 0) return;
+    if (polls[0].revents != 0 && !Wake(wake_fd)) return;
+
     if (polls[1].revents & POLLIN) Accept(listen_fd);
     for (size_t i = 0; i < clients.size(); ++i) {
       Client* c = clients[i].get();
-      if (!c->done) ReadClient(c);
+      if (!c->done && c->sock >= 0) ReadClient(c);
       if (!c->done && c->requested && c->channel == nullptr && c->session == nullptr) Start(c);
     }
     progress = false;
@@ -404,6 +502,7 @@ void SshHost::State::Run(int listen_fd, int wake_fd) {
       if (c->done && c->sock >= 0) close(c->sock);
       return c->done;
     });
+    CheckLiveness();
     now = Clock::now();
     for (size_t i = 0; i < sessions.size(); ++i) {
       Session* s = sessions[i].get();
@@ -439,7 +538,8 @@ std::unique_ptr<SshHost> SshHost::Create(SshTarget target, std::string* err) {
     *err = std::string("cannot create the SSH helper socket: ") + strerror(errno);
     return nullptr;  // the destructor closes what was opened; no thread runs yet
   }
-  host->state_ = std::make_unique<State>(host->target_, host->unreachable_);
+  host->state_ = std::make_unique<State>(host->target_, host->unreachable_,
+                                         host->detached_mutex_, host->detached_);
   SshHost* raw = host.get();
   host->thread_ = std::thread([raw] { raw->state_->Run(raw->listen_fd_, raw->wake_fd_[0]); });
   return host;
@@ -472,6 +572,26 @@ bool SshHosts::SocketFor(const SshTarget& target, std::string* socket, std::stri
 }  // namespace etrun::launcher
 
 namespace etrun::launcher {
+
+void SshHost::RunDetached(const std::string& command) {
+  {
+    std::lock_guard<std::mutex> lock(*detached_mutex_);
+    detached_->push_back(command);
+  }
+  char wake = 'c';
+  [[maybe_unused]] ssize_t n = write(wake_fd_[1], &wake, 1);
+}
+
+bool SshHosts::RunDetached(const std::string& host, const std::string& command) {
+  bool any = false;
+  for (const auto& [key, ssh_host] : hosts_) {
+    if (key.substr(0, key.rfind(':')) != host) continue;
+    ssh_host->RunDetached(command);
+    any = true;
+    break;  // one connection per host runs it
+  }
+  return any;
+}
 
 bool SshHosts::Unreachable(const std::string& host) const {
   for (const auto& [key, ssh_host] : hosts_) {

@@ -20,7 +20,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "launcher/ssh/ssh_rank.h"
 
@@ -44,6 +46,10 @@ class SshHost {
   // the host's ranks failed because it cannot be reached, not because they crashed.
   bool unreachable() const { return unreachable_->load(); }
 
+  // Runs `command` on the host over its connection, its output discarded; not waited for, best
+  // effort (fencing: ElasticPolicy). Any thread.
+  void RunDetached(const std::string& command);
+
  private:
   explicit SshHost(SshTarget target);
   struct State;  // owned by the thread while it runs
@@ -51,7 +57,9 @@ class SshHost {
   SshTarget target_;
   std::string socket_name_;
   int listen_fd_ = -1;
-  int wake_fd_[2] = {-1, -1};  // a byte on [1] asks the thread to stop
+  int wake_fd_[2] = {-1, -1};  // on [1]: 'q' asks the thread to stop, 'c' to take `detached_`
+  std::shared_ptr<std::mutex> detached_mutex_ = std::make_shared<std::mutex>();
+  std::shared_ptr<std::vector<std::string>> detached_ = std::make_shared<std::vector<std::string>>();
   std::unique_ptr<State> state_;
   std::thread thread_;
 };
@@ -65,6 +73,9 @@ class SshHosts {
 
   // Whether `host` (any port) is currently unreachable; see SshHost::unreachable.
   bool Unreachable(const std::string& host) const;
+
+  // SshHost::RunDetached on `host`'s connections (any port) that exist; false when none does.
+  bool RunDetached(const std::string& host, const std::string& command);
 
  private:
   std::map<std::string, std::unique_ptr<SshHost>> hosts_;

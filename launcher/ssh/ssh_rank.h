@@ -26,6 +26,8 @@ struct SshTarget {
   std::string identity_file;   // -i; empty: ssh-agent, then ~/.ssh/id_{ed25519,ecdsa,rsa}
   bool strict_host_keys = false;
   int connect_timeout_s = 10;
+  // While ranks run on it, a connection silent this long (no keepalive answered) is lost.
+  double host_timeout_s = 3;
 };
 
 // The exit code of a rank whose host cannot serve it (no route to the launcher, the named

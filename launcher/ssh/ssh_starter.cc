@@ -36,11 +36,16 @@ bool SshStarter::StubArgv(const RemoteRank& rank, std::vector<std::string>* argv
   target.identity_file = config_.ssh_identity_file;
   target.strict_host_keys = config_.ssh_strict_host_keys;
   target.connect_timeout_s = config_.ssh_connect_timeout_s;
+  target.host_timeout_s = config_.host_timeout_s;
   std::string socket;
   if (!hosts_.SocketFor(target, &socket, err)) return false;
   std::string label = target.host + ":" + std::to_string(target.port);
   for (std::string& a : SshRankArgs(socket, label, command)) argv->push_back(std::move(a));
   return true;
+}
+
+bool SshStarter::RunDetached(const std::string& host, const std::string& command) {
+  return config_.remote_shell.empty() && hosts_.RunDetached(host, command);
 }
 
 bool SshStarter::Unreachable(const std::string& host, const ExitStatus& status) const {

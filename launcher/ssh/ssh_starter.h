@@ -21,6 +21,9 @@ class SshStarter : public RemoteStarter {
 
   bool StubArgv(const RemoteRank& rank, std::vector<std::string>* argv, std::string* err) override;
   bool Unreachable(const std::string& host, const ExitStatus& status) const override;
+  // Over the host's SSH connection; not through --remote-shell (each would be another process
+  // to supervise), where it returns false.
+  bool RunDetached(const std::string& host, const std::string& command) override;
 
   // The SSH connections opened so far.
   const SshHosts& hosts() const { return hosts_; }

@@ -79,8 +79,13 @@ class FakeRemote : public RemoteStarter {
     asked.push_back(host);
     return unreachable;
   }
+  bool RunDetached(const std::string& host, const std::string& command) override {
+    detached.push_back(host + ": " + command);
+    return true;
+  }
   bool unreachable = true;
   mutable std::vector<std::string> asked;
+  std::vector<std::string> detached;  // "host: command"
 };
 
 // An elastic job over the fake context; `source` is used once Start() is called with it set.
@@ -452,6 +457,42 @@ TEST_CASE("elastic policy: with no --network-interface, hosts elsewhere find the
   REQUIRE(named.context.started.size() == 2);
   CHECK_FALSE(named.context.started[0].request.run.per_host);
   CHECK(named.context.started[0].request.run.nics == std::vector<std::string>{"lo"});
+}
+
+}  // namespace
+}  // namespace etrun::launcher
+
+namespace etrun::launcher {
+namespace {
+
+TEST_CASE("elastic policy: a lost host is fenced: its peers' sockets to it are cut, once") {
+  // Given ranks on localhost, 198.18.0.2 and 198.18.0.3, when 198.18.0.2 is found unreachable,
+  // the survivors (this machine and 198.18.0.3) destroy their sockets to it, so their
+  // collectives fail now; its other ranks' exits fence nothing more. A host that merely crashed
+  // (reachable) is not fenced: its peers get RSTs.
+  ElasticJob job;
+  job.context.job.num_proc = 4;
+  job.context.remote_starter = &job.remote;
+  job.source.grant = Grant({{"localhost", 1}, {"198.18.0.2", 2}, {"198.18.0.3", 1}});
+  job.Start();
+  REQUIRE(job.context.started.size() == 4);
+  job.context.Finish(&job.policy, job.IdOf("198.18.0.2", 0), ExitStatus::Exited(255));
+  CHECK(job.remote.detached ==
+        std::vector<std::string>{"198.18.0.3: ss -K dst '198.18.0.2' >/dev/null 2>&1"});
+  CHECK(job.context.fenced_here == std::vector<std::vector<std::string>>{{"198.18.0.2"}});
+  job.context.Finish(&job.policy, job.IdOf("198.18.0.2", 1), ExitStatus::Exited(255));
+  CHECK(job.remote.detached.size() == 1);
+  CHECK(job.context.fenced_here.size() == 1);
+
+  ElasticJob crashed;
+  crashed.context.job.num_proc = 2;
+  crashed.remote.unreachable = false;
+  crashed.context.remote_starter = &crashed.remote;
+  crashed.source.grant = Grant({{"localhost", 1}, {"198.18.0.2", 1}});
+  crashed.Start();
+  crashed.context.Finish(&crashed.policy, crashed.IdOf("198.18.0.2", 0), ExitStatus::Exited(1));
+  CHECK(crashed.remote.detached.empty());
+  CHECK(crashed.context.fenced_here.empty());
 }
 
 }  // namespace

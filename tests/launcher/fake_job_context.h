@@ -59,6 +59,7 @@ class FakeJobContext : public JobContext {
 
   // --- what the policy did
   std::vector<Started> started;
+  std::vector<std::vector<std::string>> fenced_here;  // FenceHere's addresses, per call
   std::vector<std::pair<int, int>> signals;  // (id or kSignalAll, signal)
   std::vector<std::string> stops;            // StopAll's reasons
   std::string written;                       // text written to any destination
@@ -205,6 +206,9 @@ class FakeJobContext : public JobContext {
   void RunBlocking(std::function<void()> work, std::function<void()> then) override {
     work();
     Post(std::move(then));
+  }
+  void FenceHere(const std::vector<std::string>& addresses) override {
+    fenced_here.push_back(addresses);
   }
   void CheckDone() override { ++check_done; }
   boost::asio::io_context& io() override { return io_; }
