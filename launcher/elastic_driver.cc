@@ -105,7 +105,7 @@ void ElasticDriver::ApplyHosts(std::vector<discovery::HostSlots> parsed, TimePoi
   // change, a new `scale --to` size can still alter it.
   std::vector<rendezvous::SlotInfo> plan;
   if (available < options_.min_np || !ComputeAssignment(&plan, &err)) plan.clear();
-  if (plan == assignment_) return;
+  if (SameSlots(plan, assignment_)) return;
   if (flags == discovery::kNoUpdate) {
     flags = plan.size() > assignment_.size() ? discovery::kAdded : discovery::kRemoved;
   }
@@ -114,6 +114,18 @@ void ElasticDriver::ApplyHosts(std::vector<discovery::HostSlots> parsed, TimePoi
   pending_flags_ |= flags;
   if (MaybeStartAhead(plan, now)) return;  // rank 0 is told once the new workers are in
   MaybeNotify();
+}
+
+bool ElasticDriver::SameSlots(const std::vector<rendezvous::SlotInfo>& a,
+                              const std::vector<rendezvous::SlotInfo>& b) {
+  // The round's ranks may be permuted (KeepStateOnRankZero): the slots used are what counts.
+  auto slots = [](const std::vector<rendezvous::SlotInfo>& plan) {
+    std::vector<std::pair<std::string, int>> keys;
+    for (const rendezvous::SlotInfo& s : plan) keys.emplace_back(s.hostname, s.local_rank);
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  };
+  return a.size() == b.size() && slots(a) == slots(b);
 }
 
 void ElasticDriver::BeginRestart(const std::string& why) {

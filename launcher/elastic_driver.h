@@ -200,6 +200,10 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   // Gives rank 0 of `plan` to a worker that holds the training state, when its slot would
   // otherwise get a fresh process. Keeps plan[i].rank == i.
   void KeepStateOnRankZero(std::vector<rendezvous::SlotInfo>* plan) const;
+  // Whether two plans use the same slots (host, local rank), whatever their rank order: a round
+  // whose rank 0 moved to the state holder is no host change.
+  static bool SameSlots(const std::vector<rendezvous::SlotInfo>& a,
+                        const std::vector<rendezvous::SlotInfo>& b);
   void MarkWorldReady();
   // The first worker of a running round left training: writes `reset_begin`, once per round.
   void NoteResetBegin(const std::string& why);
