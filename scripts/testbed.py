@@ -530,6 +530,18 @@ def _start_holder(h, hosts_file):
     holder.stderr.close()
     os.makedirs(os.path.dirname(h.holder_file), exist_ok=True)
     _write(h.holder_file, "%d\n" % holder.pid)
+    # Ready once `sleep` runs: while the shell execs it, /proc/PID/environ is not readable.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with open("/proc/%d/cmdline" % holder.pid, "rb") as f:
+                if f.read().startswith(b"sleep\0") and h.holder() == holder.pid:
+                    return
+        except OSError:
+            pass
+        if holder.poll() is not None or time.monotonic() > deadline:
+            raise BedError("host %s: its namespace holder did not start" % h.name)
+        time.sleep(0.001)
 
 
 def load(directory):
