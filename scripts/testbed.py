@@ -17,9 +17,9 @@ A bed with tag N (1..511, the first free one unless given) is:
     and a mount namespace in which the bed's hosts file is bound on /etc/hosts (propagation
     slave: nothing mounted there reaches the machine), both held by a `sleep` (the holder,
     marked ETRUN_TESTBED=etbdN-hI in its environment) that stays in the root network
-    namespace, so killing every process of the host's network namespace (`ip netns pids`: a
-    reboot) keeps its name and view, and `host` or start_sshd() brings it back; an sshd on hI's
-    address, port 22 (root by key only, no PAM, ClientAliveInterval 1 x 3);
+    namespace, so a host whose every process dies (`ip netns pids`: a reboot) keeps its name
+    and view, and start_sshd() boots it again; an sshd on hI's address, port 22 (root by key
+    only, no PAM, ClientAliveInterval 1 x 3);
   * D/home: HOME for launcher-side commands, with .ssh/id_ed25519 (authorized on every host) and
     .ssh/config (no host key checks, LogLevel ERROR). OpenSSH's ssh reads ~/.ssh from the passwd
     entry, not from $HOME, so D/bin/ssh (first on the PATH of the launcher's environment) runs
@@ -29,9 +29,9 @@ Every name starts with `etbd` and carries N: two beds never clash and `down --al
 leftovers of any bed. The machine keeps no mount of a bed but /run/netns/etbdN-* (`ip netns`).
 Host names resolve everywhere through the bed's hosts files: on the hosts (each host name, and
 this machine's own host name as the launcher's 198.18 address) and on the launcher's side inside
-`exec`, a mount namespace of its own with D/launcher.hosts (this machine's
-/etc/hosts plus the bed's names) bound on /etc/hosts, in the root network namespace. The
-machine's /etc/hosts is never written.
+`exec`, a mount namespace of its own with D/launcher.hosts (this machine's /etc/hosts plus the
+bed's names) bound on /etc/hosts, in the root network namespace. The machine's /etc/hosts is
+never written.
 
 Where the machine does not allow it (not root, no iproute2/util-linux/sshd, `ip netns add` or a
 bridge refused), `up` prints one line saying why and exits 77 (SKIP_EXIT); the Python API raises
@@ -44,6 +44,7 @@ Python (Debian's /usr/bin/python3, stdlib only):
     bed.exec_argv(cmd), bed.host_argv("h1", cmd)
     bed.run_launcher(cmd), bed.run_host("h1", cmd)   # subprocess.run with those, text output
     bed.cut("h2"), bed.heal("h2")           # outer veth down/up: the host's link, from outside
+    bed.start_sshd("h2")                    # after its processes were killed
     bed.down(); testbed.load(D); testbed.down_all()
 """
 import argparse
@@ -63,7 +64,7 @@ PREFIX = "etbd"
 MAX_TAG = 511
 STATE = "bed.json"
 SSHD = "/usr/sbin/sshd"
-TOOLS = ("ip", "unshare", "nsenter", "mount", "umount", "ssh-keygen", "ssh", SSHD)
+TOOLS = ("ip", "unshare", "nsenter", "mount", "sleep", "ssh-keygen", "ssh", SSHD)
 BRIDGE_RE = re.compile(r"^%s(\d+)$" % PREFIX)
 VETH_RE = re.compile(r"^%s(\d+)v(\d+)$" % PREFIX)
 NETNS_RE = re.compile(r"^%s(\d+)-\S+$" % PREFIX)

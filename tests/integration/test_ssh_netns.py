@@ -47,8 +47,9 @@ def test_ranks_on_hosts_with_their_own_addresses_rendezvous_over_the_network(hos
 @pytest.mark.parametrize("mode", ["static", "elastic"])
 def test_with_no_network_flags_workers_on_hosts_by_name_rendezvous(bed, mode):
     elastic = ["--min-np", "2"] if mode == "elastic" else []
-    r = subprocess.run(bed.exec_argv([ETRUN, "-np", "2", "-H", "h1:1,h2:1", *elastic, PYTHON, STANDIN]),
-                       env=bed.env(), capture_output=True, text=True, timeout=120)
+    r = subprocess.run(bed.exec_argv([ETRUN, "-np", "2", "-H", "h1:1,h2:1", *elastic, PYTHON,
+                                      STANDIN]), env=bed.env(), capture_output=True, text=True,
+                       timeout=120)
     assert r.returncode == 0, r.stderr
     assert rank_lines(r.stdout) == {0: ["rendezvous ok rank 0"], 1: ["rendezvous ok rank 1"]}
 

@@ -66,9 +66,9 @@ def test_on_a_host_of_its_own_the_main_context_follows_the_interface_and_process
     for rank, lines in rank_lines(r.stdout).items():
         assert lines[-1] == f"rendezvous ok rank {rank}"
         lo, own = "127.0.0.1", h1.address
-        assert bound(lines) == {"global": lo, "local_h1": lo, f"cross_{rank}": lo, "final_check": lo,
-                                "global_process_set": own, "local_h1_process_set": own,
-                                f"cross_{rank}_process_set": own}, lines
+        assert bound(lines) == {"global": lo, "local_h1": lo, f"cross_{rank}": lo,
+                                "final_check": lo, "global_process_set": own,
+                                "local_h1_process_set": own, f"cross_{rank}_process_set": own}, lines
 
 
 def test_across_hosts_each_worker_binds_its_own_hosts_address(bed):
@@ -88,8 +88,9 @@ def test_given_the_launchers_interface_a_worker_on_another_host_terminates(bed):
     r = bed.run_launcher([ETRUN, "-np", "1", "-H", "h2:1", "sh", "-c",
                           f"HOROVOD_GLOO_IFACE={bed.bridge} exec {PYTHON} {STANDIN}"], timeout=120)
     assert r.returncode == 134, r.stderr
-    assert f"[0]<stderr>:  what():  [enforce fail at gloo/transport/tcp/device.cc] ifa != nullptr. " \
-           f"Unable to find address for: {bed.bridge}" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert ("[0]<stderr>:  what():  [enforce fail at gloo/transport/tcp/device.cc] ifa != "
+            f"nullptr. Unable to find address for: {bed.bridge}") in r.stdout + r.stderr, \
+        r.stdout + r.stderr
 
 
 def test_the_elastic_standin_trains_across_hosts_on_their_own_interfaces(bed, tmp_path):

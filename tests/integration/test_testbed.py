@@ -16,10 +16,11 @@ bed = bed_fixture(hosts=3)
 
 LISTEN = ("import socket, sys\n"
           "s = socket.create_server((sys.argv[1], 0)); print(s.getsockname()[1], flush=True)\n"
-          "c, peer = s.accept(); c.sendall(('hello from %s to %s' % (socket.gethostname(), peer[0]))"
-          ".encode()); c.close()\n")
+          "c, peer = s.accept()\n"
+          "c.sendall(('hello from %s to %s' % (socket.gethostname(), peer[0])).encode())\n")
 CONNECT = ("import socket, sys\n"
-           "c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3]))\n"
+           "c = socket.create_connection((sys.argv[1], int(sys.argv[2])),\n"
+           "                             timeout=float(sys.argv[3]))\n"
            "print(c.recv(100).decode())\n")
 
 
@@ -39,7 +40,8 @@ def test_a_host_has_its_name_its_address_on_eth0_and_no_route_beyond_the_bed(bed
     h2 = bed.host("h2")
     assert bed.run_host("h2", ["hostname"]).stdout == "h2\n"
     assert bed.run_host("h2", ["getent", "hosts", "h2"]).stdout.split() == [h2.address, "h2"]
-    assert f"inet {h2.address}/24 " in bed.run_host("h2", ["ip", "-o", "-4", "addr", "show", "eth0"]).stdout
+    eth0 = bed.run_host("h2", ["ip", "-o", "-4", "addr", "show", "eth0"]).stdout
+    assert f"inet {h2.address}/24 " in eth0
     # The bed's subnet only: a host cannot stumble on the launcher's other addresses.
     routes = bed.run_host("h2", ["ip", "-4", "route"]).stdout.splitlines()
     assert len(routes) == 1 and routes[0].startswith(bed.launcher_address[:-1] + "0/24 dev eth0 ")
@@ -81,7 +83,8 @@ def test_the_launchers_interface_toward_the_hosts_is_not_their_eth0(bed):
     route = subprocess.run(["ip", "-o", "route", "get", bed.host("h1").address],
                            capture_output=True, text=True, check=True).stdout
     assert f" dev {bed.bridge} " in route and " eth0 " not in route, route
-    assert f" dev eth0 " in bed.run_host("h1", ["ip", "-o", "route", "get", bed.launcher_address]).stdout
+    back = bed.run_host("h1", ["ip", "-o", "route", "get", bed.launcher_address]).stdout
+    assert " dev eth0 " in back, back
     assert bed.run_host("h1", ["ip", "link", "show", bed.bridge]).returncode != 0
 
 
@@ -92,8 +95,8 @@ def test_a_cut_link_drops_traffic_silently_until_healed(bed):
         assert "TimeoutError" in r.stderr or "timed out" in r.stderr, r.stderr
     finally:
         bed.heal("h3")
-    assert wait_until(lambda: bed.run_launcher(["ssh", "h3", "hostname"], timeout=30).stdout == "h3\n",
-                      timeout=20)
+    assert wait_until(lambda: bed.run_launcher(["ssh", "h3", "hostname"], timeout=30).stdout
+                      == "h3\n", timeout=20)
 
 
 def test_a_host_whose_processes_all_die_boots_again(bed):
@@ -172,11 +175,11 @@ def test_down_all_removes_the_leftovers_of_any_bed(bed, tmp_path):
     script = (f"umount -R /run/netns 2>/dev/null; mount -t tmpfs tmpfs /run/netns || exit 1; "
               f"ip link set lo up; {PYTHON} {SCRIPT} up --dir {directory} --hosts 2 >/dev/null || "
               f"exit $?; rm {directory}/bed.json; {PYTHON} {SCRIPT} down --all || exit 1; "
-              f"echo ==; ip netns list; ip -o link show | grep etbd; grep etbd /proc/self/mountinfo; "
-              f"true")
-    r = subprocess.run(["unshare", "--net", "--mount", "--propagation", "private", "--pid", "--fork",
-                        "--mount-proc", "sh", "-c", script], capture_output=True, text=True,
-                       timeout=60)
+              f"echo ==; ip netns list; ip -o link show | grep etbd; "
+              f"grep etbd /proc/self/mountinfo; true")
+    r = subprocess.run(["unshare", "--net", "--mount", "--propagation", "private", "--pid",
+                        "--fork", "--mount-proc", "sh", "-c", script],
+                       capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     removed, _, after = r.stdout.partition("==\n")
     assert after == "", r.stdout + r.stderr
