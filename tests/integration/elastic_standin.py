@@ -9,6 +9,9 @@ What the launcher sees is what a real worker does (spec 4.4-4.6, 5, 6.11):
     `GET /rank_and_size/<HOROVOD_HOSTNAME>:<HOROVOD_LOCAL_RANK>` (rank -1 -> abort, status 134);
     then the six scope rendezvous of spec 4.6, byte for byte as Horovod's C++ HTTP client. Each
     scope's "Gloo pair addresses" are real listening sockets and the barrier is a real TCP mesh.
+    They bind as Gloo's devices do (gloo_device.py): the global, local and cross scopes on the
+    address of the interface named by HOROVOD_GLOO_IFACE on this host (unset or empty: the host
+    name's address), the process-set scopes on the host name's address.
   * first entry into the elastic run (never after resets): a worker notification service
     (ThreadingTCPServer on 0.0.0.0, random port, key os.urandom(32), Horovod's Wire frames, stub
     classes named as Horovod's, real pickle) registered with
@@ -27,7 +30,8 @@ Stdout (flushed, one line each):
     done <steps> steps rank <r> size <n>  then exit 0
 Exit status: 0 done; 134 removed (rank -1: "<host>[<lr>] has been removed from elastic job" on
 stderr) or any failure inside init() (HTTP request failed 3 times, rendezvous timeout, mesh
-connection failure), as the real worker's std::terminate; 1 failed worker_addresses
+connection failure, "Unable to find address for: <iface>" when HOROVOD_GLOO_IFACE names no
+interface of this host), as the real worker's std::terminate; 1 failed worker_addresses
 registration, any protocol deviation ("elastic_standin: protocol deviation: ..." on stderr) or
 any other error.
 
@@ -89,6 +93,7 @@ import urllib.request
 # ---------------------------------------------------------------------------------------------
 # Horovod's classes, by their real module paths, so `pickle` resolves them by reference.
 
+import gloo_device
 from horovod_classes import (AckResponse, HostsUpdatedRequest, HostUpdateResult, PingRequest,
                              PingResponse)
 
@@ -222,10 +227,9 @@ def deviation(msg):
     die(1, f"elastic_standin: protocol deviation: {msg}")
 
 
-def terminate(msg, detail=None):
+def terminate(msg, detail=None, kind="std::runtime_error"):
     lines = [f"elastic_standin: {detail}"] if detail else []
-    lines += ["terminate called after throwing an instance of 'std::runtime_error'",
-              f"  what():  {msg}"]
+    lines += [f"terminate called after throwing an instance of '{kind}'", f"  what():  {msg}"]
     die(134, *lines)
 
 
@@ -270,15 +274,6 @@ def notification_addresses(port):
     if not result and nics:
         raise RuntimeError(f"no local interface with an IPv4 address matches HOROVOD_GLOO_IFACE={nics!r}")
     return result
-
-
-def mesh_ip():
-    """The address Gloo would bind: the interface named exactly HOROVOD_GLOO_IFACE, else loopback."""
-    iface = os.environ.get("HOROVOD_GLOO_IFACE")
-    for name, ip in ipv4_interfaces():
-        if name == iface:
-            return ip
-    return "127.0.0.1"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,12 +358,12 @@ def pack_address(ip, port, rank, peer):
 ADDR_LEN = len(pack_address("127.0.0.1", 0, 0, 0))
 
 
-def scope_rendezvous(scope, rank, size, keep_rank0=False):
-    """Returns the kept connections: with keep_rank0, rank 0 keeps {peer: socket} for every other
-    rank and every other rank keeps {0: socket}; otherwise {}."""
+def scope_rendezvous(scope, rank, size, ip, keep_rank0=False):
+    """Listens on ip (see gloo_device). Returns the kept connections: with keep_rank0, rank 0
+    keeps {peer: socket} for every other rank and every other rank keeps {0: socket}; else {}."""
     if not (0 <= rank < size):
         raise Deviation(f"scope {scope}: rank {rank} outside size {size}")
-    ip = mesh_ip()
+    log(f"bind {scope} {ip}")
     listener = socket.socket()
     kept = {}
     try:
@@ -576,15 +571,18 @@ def init(first, mesh_holder):
     set_hash = hashlib.sha1(",".join(map(str, range(r["SIZE"]))).encode() + b",").hexdigest()[:16]
     log(f"init rank {r['RANK']} size {r['SIZE']} local {lr}/{r['LOCAL_SIZE']} "
         f"cross {r['CROSS_RANK']}/{r['CROSS_SIZE']}")
-    conns = scope_rendezvous("global", r["RANK"], r["SIZE"], keep_rank0=True)
+    # Each hvd.init() creates its Gloo devices afresh: the main context's, then the process sets'.
+    main_ip = gloo_device.main_context_address()
+    set_ip = gloo_device.process_set_address()
+    conns = scope_rendezvous("global", r["RANK"], r["SIZE"], main_ip, keep_rank0=True)
     mesh_holder[0] = Mesh(r["RANK"], r["SIZE"], conns)
-    for scope, rank, size in (
-            (f"local_{host}", lr, r["LOCAL_SIZE"]),
-            (f"cross_{lr}", r["CROSS_RANK"], r["CROSS_SIZE"]),
-            (f"global_process_set_hash_{set_hash}", r["RANK"], r["SIZE"]),
-            (f"local_{host}_process_set_hash_{set_hash}", lr, r["LOCAL_SIZE"]),
-            (f"cross_{lr}_process_set_hash_{set_hash}", r["CROSS_RANK"], r["CROSS_SIZE"])):
-        scope_rendezvous(scope, rank, size)
+    for scope, rank, size, ip in (
+            (f"local_{host}", lr, r["LOCAL_SIZE"], main_ip),
+            (f"cross_{lr}", r["CROSS_RANK"], r["CROSS_SIZE"], main_ip),
+            (f"global_process_set_hash_{set_hash}", r["RANK"], r["SIZE"], set_ip),
+            (f"local_{host}_process_set_hash_{set_hash}", lr, r["LOCAL_SIZE"], set_ip),
+            (f"cross_{lr}_process_set_hash_{set_hash}", r["CROSS_RANK"], r["CROSS_SIZE"], set_ip)):
+        scope_rendezvous(scope, rank, size, ip)
     log(f"init done rank {r['RANK']} size {r['SIZE']}")
 
 
@@ -795,6 +793,8 @@ def run(args):
             init(first, holder)
         except Abort as e:
             terminate(str(e), detail="hvd.init() failed in the background thread")
+        except gloo_device.EnforceNotMet as e:
+            terminate(str(e), kind="gloo::EnforceNotMet")
 
     do_init(True)
     Ctx.local_rank_id = str(Ctx.ranks["LOCAL_RANK"])

@@ -7,6 +7,14 @@ rendezvous of spec 4.6 with the rank variables etrun gave it. Each scope's "Gloo
 are real listening sockets, and the barrier after the exchange is a real TCP full mesh, as in
 Gloo's connectFullMesh. Values carry binary noise that must come back byte for byte.
 
+The listeners bind as Gloo's do (gloo_device.py): the global, local and cross scopes (and the
+stand-in's own final check) on the address of the interface named by HOROVOD_GLOO_IFACE on this
+host, or of the host name when it is unset or empty; the process-set scopes on the host name's
+address. An interface missing here terminates the worker as Gloo's exception in hvd.init()
+does: "... Unable to find address for: <iface>" on stderr, exit 134.
+
+    horovod_standin.py [--print-addresses]   (also prints "bound <scope> <ip>" per scope)
+
 Prints "rendezvous ok rank <r>" and exits 0 on success; raises (exit 1) on any deviation.
 """
 import hashlib
@@ -16,13 +24,12 @@ import struct
 import sys
 import time
 
+import gloo_device
+
 ADDR = os.environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"]
 PORT = int(os.environ["HOROVOD_GLOO_RENDEZVOUS_PORT"])
 NOISE = bytes(range(256)) + b"\r\n\r\n\x00\x00HTTP/1.1 200 OK\r\n"
-# The mesh listens on loopback, or (STANDIN_MESH=hostname) on HOROVOD_HOSTNAME's address, for
-# hosts that are separate network namespaces.
-MESH_IP = (socket.gethostbyname(os.environ["HOROVOD_HOSTNAME"])
-           if os.environ.get("STANDIN_MESH") == "hostname" else "127.0.0.1")
+PRINT_ADDRESSES = "--print-addresses" in sys.argv[1:]
 
 
 def http(method, path, body=b"", raw=None):
@@ -60,16 +67,19 @@ def pack_address(ip, port, rank, peer):
     return struct.pack("<4sHII", socket.inet_aton(ip), port, rank, peer) + NOISE
 
 
-def scope_rendezvous(scope, rank, size):
+def scope_rendezvous(scope, rank, size, ip):
+    """Gloo's rendezvous and connectFullMesh for one scope, listening on ip."""
+    if PRINT_ADDRESSES:
+        print(f"bound {scope} {ip}")
     listener = socket.socket()
-    listener.bind((MESH_IP, 0))
+    listener.bind((ip, 0))
     listener.listen(size)
     port = listener.getsockname()[1]
     assert http("PUT", f"/{scope}/rank_{rank}", socket.gethostname().encode())[0] == 200
     for i in range(rank):
         status, _ = http("GET", f"/{scope}/rank_{i}")
         assert status in (200, 404), status
-    blob = b"".join(pack_address(MESH_IP, port, rank, peer) for peer in range(size) if peer != rank)
+    blob = b"".join(pack_address(ip, port, rank, peer) for peer in range(size) if peer != rank)
     assert http("PUT", f"/{scope}/{rank}", blob)[0] == 200
     peer_ports = {}
     deadline = time.monotonic() + 30
@@ -81,10 +91,10 @@ def scope_rendezvous(scope, rank, size):
             time.sleep(0.01)
         status, value = http("GET", f"/{scope}/{i}")
         assert status == 200
-        ip, port = socket.inet_ntoa(value[:4]), struct.unpack("<H", value[4:6])[0]
-        want = b"".join(pack_address(ip, port, i, p) for p in range(size) if p != i)
+        pip, pport = socket.inet_ntoa(value[:4]), struct.unpack("<H", value[4:6])[0]
+        want = b"".join(pack_address(pip, pport, i, p) for p in range(size) if p != i)
         assert value == want, f"{scope}/{i}: value changed in transit"
-        peer_ports[i] = (ip, port)
+        peer_ports[i] = (pip, pport)
     # Barrier over the mesh: tell every peer we are here, hear from every peer.
     for i, p in peer_ports.items():
         with socket.create_connection(p, timeout=30) as c:
@@ -106,13 +116,22 @@ def main():
     host = os.environ["HOROVOD_HOSTNAME"]
     lr = env["LOCAL_RANK"]
     set_hash = hashlib.sha1(",".join(map(str, range(env["SIZE"]))).encode() + b",").hexdigest()[:16]
+    try:  # hvd.init() creates the main context's device first
+        main_ip = gloo_device.main_context_address()
+        set_ip = gloo_device.process_set_address()
+    except gloo_device.EnforceNotMet as e:
+        sys.stdout.flush()
+        sys.stderr.write("terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
+                         f"  what():  {e}\n")
+        sys.stderr.flush()
+        os._exit(134)
     scopes = [
-        ("global", env["RANK"], env["SIZE"]),
-        (f"local_{host}", lr, env["LOCAL_SIZE"]),
-        (f"cross_{lr}", env["CROSS_RANK"], env["CROSS_SIZE"]),
-        (f"global_process_set_hash_{set_hash}", env["RANK"], env["SIZE"]),
-        (f"local_{host}_process_set_hash_{set_hash}", lr, env["LOCAL_SIZE"]),
-        (f"cross_{lr}_process_set_hash_{set_hash}", env["CROSS_RANK"], env["CROSS_SIZE"]),
+        ("global", env["RANK"], env["SIZE"], main_ip),
+        (f"local_{host}", lr, env["LOCAL_SIZE"], main_ip),
+        (f"cross_{lr}", env["CROSS_RANK"], env["CROSS_SIZE"], main_ip),
+        (f"global_process_set_hash_{set_hash}", env["RANK"], env["SIZE"], set_ip),
+        (f"local_{host}_process_set_hash_{set_hash}", lr, env["LOCAL_SIZE"], set_ip),
+        (f"cross_{lr}_process_set_hash_{set_hash}", env["CROSS_RANK"], env["CROSS_SIZE"], set_ip),
     ]
     if env["RANK"] == 0:
         # Malformed requests are answered and do no harm.
@@ -120,15 +139,15 @@ def main():
         assert http(None, None, raw=b"PUT /global/x HTTP/1.1\r\nHost: x\r\n\r\n")[0] == 411
         assert http(None, None, raw=b"NONSENSE\r\n\r\n")[0] == 400
         assert http("POST", "/global/x", b"1")[0] == 405
-    for scope, r, n in scopes:
-        scope_rendezvous(scope, r, n)
+    for scope, r, n, ip in scopes:
+        scope_rendezvous(scope, r, n, ip)
     # Everyone has sent every DELETE once this ad-hoc rendezvous completes.
-    scope_rendezvous("final_check", env["RANK"], env["SIZE"])
+    scope_rendezvous("final_check", env["RANK"], env["SIZE"], main_ip)
     if env["RANK"] == 0:
-        for scope, _, _ in scopes[:3]:  # planned scopes: cleared whole once all members finished
+        for scope, _, _, _ in scopes[:3]:  # planned scopes: cleared whole once all members finished
             assert http("GET", f"/{scope}/0")[0] == 404, scope
             assert http("GET", f"/{scope}/rank_0")[0] == 404, scope
-        for scope, _, _ in scopes[3:]:  # ad-hoc scopes: deleted key by key
+        for scope, _, _, _ in scopes[3:]:  # ad-hoc scopes: deleted key by key
             assert http("GET", f"/{scope}/0")[0] == 404, scope
             assert http("GET", f"/{scope}/rank_0")[0] == 200, scope
     print(f"rendezvous ok rank {env['RANK']}")
