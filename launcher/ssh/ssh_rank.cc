@@ -48,7 +48,9 @@ std::string HostNetworkScript(const RemoteRank& rank, bool ssh_connection) {
   std::string host = ShellQuote(rank.host);
   if (!net.require_interface.empty()) {
     std::string nic = ShellQuote(net.require_interface);
-    s += "[ -e /sys/class/net/" + nic + " ] || { echo \"etrun: error: host \"" + host +
+    // /proc/net/dev is the reading process's network namespace's (/sys/class/net may be another's).
+    s += "awk -F: -v n=" + nic + " '{ gsub(/ /, \"\", $1) } $1 == n { f = 1 } END { exit !f }' "
+         "/proc/net/dev || { echo \"etrun: error: host \"" + host +
          "\" has no interface \"" + nic + "\" (--network-interface): name one every host has, "
          "or leave the flag out to let etrun find each host's\" >&2; exit " +
          std::to_string(kHostNetworkFailure) + "; }; ";
