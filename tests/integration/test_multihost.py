@@ -9,13 +9,17 @@ line where namespaces are not allowed."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
 
-from conftest import ETRUN, PYTHON, processes_with_marker, wait_until
+from conftest import ETRUN, PYTHON, processes_with_marker, rank_lines, wait_until
 from test_elastic_protocol import STANDIN, committed_steps, sizes_in_order
+from test_mpi import MPI_WORKER, mpi_lines
 from testbed import bed_fixture
+
+HOROVOD_STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "horovod_standin.py")
 
 bed = bed_fixture(hosts=3)
 
@@ -214,4 +218,53 @@ def test_the_launchers_link_flapping_for_a_second_loses_nothing(bed, tmp_path, m
     evs = job.event_list()
     assert [e for e in evs if e["event"] == "host_blacklisted"] == []
     assert len([e for e in evs if e["event"] == "rank_started"]) == 3
+    assert processes_with_marker(marker) == []
+
+
+def test_static_and_mpi_jobs_across_hosts_with_no_network_flags(bed):
+    # Static: Horovod-protocol ranks on h1..h3 rendezvous with etrun and mesh with each other on
+    # their own eth0. --mpi: Open MPI's mpirun reaches the hosts over ssh (the bed's config) and
+    # picks its interfaces itself: etrun names none for hosts elsewhere.
+    r = bed.run_launcher([ETRUN, "-np", "3", "-H", "h1:1,h2:1,h3:1", "sh", "-c",
+                          f'echo "$(hostname) $HOROVOD_GLOO_IFACE"; exec {PYTHON} {HOROVOD_STANDIN}'],
+                         timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert rank_lines(r.stdout) == {rank: [f"h{rank + 1} eth0", f"rendezvous ok rank {rank}"]
+                                    for rank in range(3)}
+    if shutil.which("mpirun") is None:
+        return
+    for mode, expect in (("allreduce", {rank: [f"rank {rank} of 3: sum 6"] for rank in range(3)}),):
+        r = bed.run_launcher([ETRUN, "--mpi", "-np", "3", "-H", "h1:1,h2:1,h3:1", PYTHON, MPI_WORKER,
+                              mode], timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert mpi_lines(r.stdout) == expect
+    r = bed.run_launcher([ETRUN, "--mpi", "-np", "2", "-H", "h1:1,h3:1", PYTHON, MPI_WORKER, "send"],
+                         timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert mpi_lines(r.stdout) == {1: ["received 4194304 bytes intact"]}
+
+
+def test_a_pool_job_trains_on_the_pools_hosts(bed, tmp_path, marker_env):
+    # A pool over h1..h3 lends its slots to an elastic job, whose workers start there through SSH
+    # and find their own network, as any elastic job's.
+    marker = next(iter(marker_env.values()))
+    name = "bedpool%d" % os.getpid()
+    env = bed.env(dict(os.environ, **marker_env))
+    pool = subprocess.Popen(bed.exec_argv([ETRUN, "pool", "start", name, "-H", "h1:1,h2:1,h3:1",
+                                           "--gpus", "none"]),
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
+    try:
+        status = lambda: bed.run_launcher([ETRUN, "pool", "status", name, "--json"], env=env)
+        assert wait_until(lambda: status().returncode == 0, timeout=20)
+        r = bed.run_launcher([ETRUN, "--pool", name, "-np", "3", "--min-np", "3", "--max-np", "3",
+                              PYTHON, STANDIN, "--steps", "40", "--step-seconds", "0.05",
+                              "--timeout", "120"], env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        lines = rank_lines(r.stdout)
+        assert {rank: lines[rank][-1] for rank in lines} == {
+            rank: f"done 40 steps rank {rank} size 3" for rank in range(3)}
+    finally:
+        pool.send_signal(signal.SIGTERM)
+        pool.wait(timeout=20)
     assert processes_with_marker(marker) == []
