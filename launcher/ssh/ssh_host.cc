@@ -50,11 +50,15 @@ struct Session : SshConnection {
   // libssh2 keeps SSH keepalive answers forever). Null: not started, or ended.
   LIBSSH2_CHANNEL* heartbeat = nullptr;
   bool heartbeat_tried = false;
+  Clock::time_point opened = Clock::now();
   Clock::time_point last_heard;  // the heartbeat's last byte
 };
 
 // Runs on the host for Session::heartbeat; ends with the channel (echo fails once it closes).
 constexpr char kHeartbeatCommand[] = "while echo; do sleep 1; done";
+// A session's heartbeat starts once it has carried ranks this long: a short job never pays for
+// the extra remote shell (its login scripts run too), and until then TCP finds a cut link.
+constexpr std::chrono::seconds kHeartbeatAfter{1};
 
 struct Client {
   int sock = -1;  // the stub's connection
@@ -90,8 +94,8 @@ struct SshHost::State {
   void CloseSession(Session* s);
   std::string Label() const { return SshLabel(target); }
   // Starts the host's heartbeat on `s` unless a session has one (tried once per session; a
-  // refusal leaves the host watched by TCP only).
-  void StartHeartbeat(Session* s);
+  // refusal leaves the host watched by TCP only). False when the host did not answer in time.
+  bool StartHeartbeat(Session* s);
   // Reads the heartbeat; loses every session once it was silent --lost-host-timeout with ranks running.
   void CheckLiveness();
 
@@ -126,34 +130,43 @@ Session* SshHost::State::OpenSession(std::string* err) {
   return sessions.back().get();
 }
 
-void SshHost::State::StartHeartbeat(Session* s) {
+bool SshHost::State::StartHeartbeat(Session* s) {
   // One per host: a cut link or a frozen host silences every connection to it.
   for (const auto& other : sessions) {
-    if (other->heartbeat != nullptr) return;
+    if (other->heartbeat != nullptr) return true;
   }
-  if (s->heartbeat_tried) return;
+  if (s->heartbeat_tried) return true;
   s->heartbeat_tried = true;
-  int timeout_ms = target.connect_timeout_s * 1000;
+  // A host running ranks that cannot open a channel within --lost-host-timeout is lost, as one
+  // whose heartbeat went silent (the session is unusable after a timed-out call anyway).
+  int timeout_ms = static_cast<int>(target.host_timeout_s * 1000);
   LIBSSH2_CHANNEL* channel = nullptr;
   int rc = AwaitSsh(s, [&] {
     channel = libssh2_channel_open_session(s->ssh);
     return channel != nullptr ? 0 : libssh2_session_last_errno(s->ssh);
   }, timeout_ms);
   if (rc == 0) rc = AwaitSsh(s, [&] { return libssh2_channel_exec(channel, kHeartbeatCommand); }, timeout_ms);
+  if (rc == LIBSSH2_ERROR_TIMEOUT) return false;
   if (rc != 0) {
     if (channel != nullptr) AwaitSsh(s, [&] { return libssh2_channel_free(channel); }, 1000);
     spdlog::debug("{}: no heartbeat ({}): a silent host is found by TCP only", Label(),
                   SshSessionError(s->ssh));
-    return;
+    return true;
   }
   s->heartbeat = channel;
   s->last_heard = Clock::now();
+  return true;
 }
 
 void SshHost::State::CheckLiveness() {
   auto now = Clock::now();
   for (size_t i = 0; i < sessions.size(); ++i) {
     Session* s = sessions[i].get();
+    std::string why = fmt::format("no answer for {:g} s (--lost-host-timeout)", target.host_timeout_s);
+    if (s->channels > 0 && now - s->opened >= kHeartbeatAfter && !StartHeartbeat(s)) {
+      while (!sessions.empty()) LoseSession(sessions.back().get(), why);  // erases it
+      return;
+    }
     while (s->heartbeat != nullptr) {
       ssize_t n = libssh2_channel_read(s->heartbeat, buffer, sizeof(buffer));
       if (n > 0) {
@@ -177,7 +190,6 @@ void SshHost::State::CheckLiveness() {
         now - s->last_heard < std::chrono::duration<double>(target.host_timeout_s)) {
       continue;
     }
-    std::string why = fmt::format("no answer for {:g} s (--lost-host-timeout)", target.host_timeout_s);
     while (!sessions.empty()) LoseSession(sessions.back().get(), why);  // erases it
     return;
   }
@@ -361,7 +373,6 @@ void SshHost::State::Start(Client* c) {
     ++s->channels;
     c->session = s;
     c->channel = channel;
-    StartHeartbeat(s);
     return;
   }
   Fail(c, "the server refused another channel");

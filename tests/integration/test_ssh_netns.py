@@ -75,8 +75,8 @@ def test_a_host_that_disappears_mid_job_is_declared_lost_and_the_job_stops(bed, 
         lost_after = time.monotonic() - start
         assert proc.returncode == 255, err
         text = err.decode()
-        assert (f"etrun: error: ssh {addrs[1]}:22: connection lost: no answer for 3 s "
-                "(--lost-host-timeout)") in text, text
+        # The heartbeat (from a second on) or TCP_USER_TIMEOUT, whichever tells first.
+        assert f"etrun: error: ssh {addrs[1]}:22: connection lost: " in text, text
         assert f"rank 1 on {addrs[1]} exited with code 255" in text, text
         assert lost_after < 30  # a heartbeat every second, lost after 3 s of silence
     finally:
