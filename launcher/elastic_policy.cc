@@ -1,6 +1,9 @@
 #include "launcher/elastic_policy.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
 
 #include <charconv>
 
@@ -235,6 +238,13 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   SlotKey key = it->second;
   slots_.erase(it);
   kill_timers_.erase(f.id);
+  if (unstarted_.erase(f.id) != 0) {  // never a worker: the driver heard of it as a shortage
+    nlohmann::json fields = events::ExitFields(f.status);
+    fields.update({{field::kRank, f.rank}, {field::kHost, f.host}, {field::kLocalRank, key.second},
+                   {field::kPid, f.pid}, {field::kReason, events::ExitReason(f.status, false, false)}});
+    context_->events().Emit(events::kRankExited, std::move(fields));
+    return;
+  }
   if (auto current = ids_.find(key); current != ids_.end() && current->second == f.id) {
     ids_.erase(current);
   }
@@ -271,8 +281,8 @@ static int GroupRank(const std::string& host, const std::vector<rendezvous::Slot
   return static_cast<int>(seen.size()) - 1;
 }
 
-void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
-                          const std::vector<rendezvous::SlotInfo>& world) {
+bool ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
+                          const std::vector<rendezvous::SlotInfo>& world, Shortage* shortage) {
   SlotKey key{slot.hostname, slot.local_rank};
   RankRequest request{slot, GroupRank(slot.hostname, world), run_, round,
                       ExtraEnv(round > driver_->round())};
@@ -313,11 +323,55 @@ void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
   }
   int id = -1;
   std::string err;
-  if (!context_->StartRank(request, &id, &err)) return FailStart(key, err);
-  ids_[key] = id;
+  if (!context_->StartRank(request, &id, &err)) {
+    if (!IsShortage(context_->start_errno())) {
+      FailStart(key, err);
+      return true;
+    }
+    *shortage = ShortageOf(context_->start_errno());
+    return false;
+  }
   slots_[id] = key;
+  if (!context_->AwaitExecs(&err)) {  // it exits 127 and is reaped
+    if (IsShortage(context_->start_errno())) {
+      unstarted_.insert(id);
+      *shortage = ShortageOf(context_->start_errno());
+      return false;
+    }
+    spdlog::error("{}", err);
+  }
+  ids_[key] = id;
   ++starts_[key];
-  if (!context_->AwaitExecs(&err)) spdlog::error("{}", err);  // it exits 127 and is reaped
+  return true;
+}
+
+// What etrun can afford is estimated from the processes it runs now (`running`): with files, each
+// holds its pipes (and log files), and etrun keeps kOwnFiles descriptors of those for itself and
+// one per rank for its rendezvous connection at a reset (FilesPerRank counts it); with processes,
+// room for a discovery run (its shell and script); with memory, one rank's worth.
+Shortage ElasticPolicy::ShortageOf(int err_no) const {
+  constexpr int kOwnFiles = 16;
+  int running = static_cast<int>(slots_.size() - unstarted_.size());
+  int per_rank = FilesPerRank(context_->config());
+  int files = (running * (per_rank - 1) - kOwnFiles) / per_rank;
+  struct rlimit limit;
+  switch (err_no) {
+    case EMFILE:
+      if (context_->file_limit() == nullptr) return {"too many open files (ulimit -Hn)", files};
+      return {fmt::format("too many open files: etrun's open-file limit is {} (ulimit -Hn)",
+                          context_->file_limit()->current()), files};
+    case ENFILE:
+      return {"the system's open-file table is full (sysctl fs.file-max)", files};
+    case EAGAIN:
+      if (getrlimit(RLIMIT_NPROC, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+        return {fmt::format("no more processes: the limit is {} per user (ulimit -u), or the "
+                            "cgroup's pids.max", limit.rlim_cur), running - 2};
+      }
+      return {"no more processes: the cgroup's pids.max or the system's limit is reached",
+              running - 2};
+    default:
+      return {std::string("out of memory: ") + strerror(err_no), running - 1};
+  }
 }
 
 // A slot's process cannot even start: reported like an exit with code 127, from the loop.

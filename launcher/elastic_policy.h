@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 
 #include "discovery/host_manager.h"
@@ -58,9 +59,10 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
 
  private:
   // WorkerControl: a slot's process gets its round's environment; Stop sends SIGTERM to its
-  // process group and SIGKILL after the grace period.
-  void Start(const rendezvous::SlotInfo& slot, int round,
-             const std::vector<rendezvous::SlotInfo>& world) override;
+  // process group and SIGKILL after the grace period. A start that fails for lack of etrun's own
+  // resources (IsShortage) is the driver's to handle; any other failure is reported as an exit.
+  bool Start(const rendezvous::SlotInfo& slot, int round,
+             const std::vector<rendezvous::SlotInfo>& world, Shortage* shortage) override;
   void Stop(const SlotKey& slot) override;
   // CoordinatorNotifier, over rendezvous::Notifier.
   void Register(const rendezvous::WorkerRegistration& registration,
@@ -73,6 +75,9 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   void AfterPoll(const discovery::HostGrant& grant);
   void Tick();
   void FailStart(const SlotKey& key, const std::string& err);
+  // What etrun ran out of when a start failed with `err_no` (IsShortage), with the limit to
+  // raise, and how many workers it can afford to run (see Shortage::affordable).
+  Shortage ShortageOf(int err_no) const;
   std::vector<std::string> ExtraEnv(bool ahead) const;
   void ApplyOverrides(const std::string& body, ControlRespond respond);
 
@@ -96,6 +101,7 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   std::map<SlotKey, int> ids_;     // slot -> its current process (RankSet id)
   std::map<int, SlotKey> slots_;   // RankSet id -> slot, for unfinished processes
   std::map<SlotKey, int> starts_;  // processes started per slot
+  std::set<int> unstarted_;        // RankSet ids that could not exec for a shortage: not workers
   std::optional<int> supervisable_;  // without --max-np: SupervisableRanks
   bool warned_supervisable_ = false;
   int port_round_ = -1;            // restart mode: the round master_port_ was picked for
