@@ -25,7 +25,7 @@ struct RankSet::Stream {
         formatter(r, is_stderr, o.timestamps, o.timestamp_format),
         console(is_stderr ? o.console_err : o.console_out),
         file(is_stderr ? o.file_err : o.file_out) {
-    if (o.framer) framer = o.framer();
+    if (o.framer) framer = o.framer(is_stderr);
   }
   Rank* owner = nullptr;
   asio::posix::stream_descriptor pipe;

@@ -53,9 +53,10 @@ struct RankOutput {
   int file_err = -1;
   bool timestamps = false;
   TimestampFormat timestamp_format = TimestampFormat::kAsctime;
-  // When set, makes each stream's framer, which replaces the `[rank]` prefixing (--mpi: the
-  // stream of mpirun, whose ranks' output is already tagged).
-  std::function<std::unique_ptr<LineFramer>()> framer;
+  // When set, makes each stream's framer (its argument: whether the stream is stderr), which
+  // replaces the `[rank]` prefixing (--mpi: the streams of mpirun, whose ranks' output is
+  // already tagged).
+  std::function<std::unique_ptr<LineFramer>(bool is_stderr)> framer;
 };
 
 class RankSet {
