@@ -467,7 +467,10 @@ void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoin
     return MaybeFinish();
   }
   if (!status.success()) NoteFailure(status, "worker " + Describe(key) + " " + status.Describe());
-  if (!status.success()) spdlog::warn("worker {} {}", Describe(key), status.Describe());
+  // A host blacklisted as unreachable was named already: its workers' exits say nothing new.
+  if (!status.success() && !hosts_->IsBlacklisted(key.first)) {
+    spdlog::warn("worker {} {}", Describe(key), status.Describe());
+  }
   if (options_.restart_all && phase_ == Phase::kRunning && SlotOf(key)) {
     if (!status.success()) {
       BeginRestart("worker " + Describe(key) + " " + status.Describe());

@@ -173,8 +173,7 @@ void ElasticPolicy::Begin(int rendezvous_port) {
 void ElasticPolicy::Poll() {
   std::weak_ptr<bool> alive = alive_;
   JobContext* context = context_;
-  // A job uses at most max-np hosts (one slot each at least), beyond the blacklisted ones.
-  size_t most = options_.max_np ? static_cast<size_t>(*options_.max_np) + 16 : kResolveAhead;
+  size_t most = ResolvedAhead();
   std::map<std::string, std::vector<int>> live;  // every process not yet reaped holds its slot
   for (const auto& [id, key] : slots_) live[key.first].push_back(key.second);
   source_->ReportLive(std::move(live));
@@ -203,6 +202,17 @@ void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
       std::copy(facts.begin(), facts.end(), mine.begin());
     }
   }
+  // Before any rank starts on this machine: a command that cannot run here ends the job with one
+  // line, as in the other modes, instead of failing every local rank (and blaming the host).
+  if (grant.ok && !command_checked_ && OffersThisMachine(grant)) {
+    command_checked_ = true;
+    if (std::string cause = CommandCannotRun(context_->config().command, context_->environment());
+        !cause.empty()) {
+      driver_->Abort(kExitCommandNotFound, cause);
+      context_->CheckDone();
+      return;
+    }
+  }
   if (grant.ok && supervisable_ && !warned_supervisable_) {
     int64_t offered = 0;
     for (const discovery::HostSlots& h : grant.hosts) offered += h.slots;
@@ -222,6 +232,21 @@ void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
   poll_timer_ = context_->After(context_->config().discovery_interval(), [this, wait] {
     if (wait == poll_wait_) Poll();
   });
+}
+
+// Only hosts the grant lists first are looked at (those Poll had resolved): the job's ranks start
+// there, and a lookup of any other would block the loop.
+bool ElasticPolicy::OffersThisMachine(const discovery::HostGrant& grant) const {
+  std::vector<std::string> names = HostNames(grant, ResolvedAhead());
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (grant.hosts[i].slots > 0 && context_->hosts().Lookup(names[i]).local) return true;
+  }
+  return false;
+}
+
+size_t ElasticPolicy::ResolvedAhead() const {
+  // A job uses at most max-np hosts (one slot each at least), beyond the blacklisted ones.
+  return options_.max_np ? static_cast<size_t>(*options_.max_np) + 16 : kResolveAhead;
 }
 
 void ElasticPolicy::Tick() {

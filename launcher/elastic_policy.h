@@ -73,6 +73,9 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
 
   void Poll();
   void AfterPoll(const discovery::HostGrant& grant);
+  // Whether one of the hosts `grant` lists first (ResolvedAhead) with slots is this machine.
+  bool OffersThisMachine(const discovery::HostGrant& grant) const;
+  size_t ResolvedAhead() const;  // how many of a grant's hosts are looked up before it is used
   void Tick();
   void FailStart(const SlotKey& key, const std::string& err);
   // What etrun ran out of when a start failed with `err_no` (IsShortage), with the limit to
@@ -104,6 +107,7 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   std::set<int> unstarted_;        // RankSet ids that could not exec for a shortage: not workers
   std::optional<int> supervisable_;  // without --max-np: SupervisableRanks
   bool warned_supervisable_ = false;
+  bool command_checked_ = false;   // on this machine, once a grant first offered it
   int port_round_ = -1;            // restart mode: the round master_port_ was picked for
   int master_port_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the discovery thread

@@ -444,6 +444,34 @@ TEST_CASE("elastic policy: etrun scale may not add or remove a lent source's hos
   }
 }
 
+TEST_CASE("elastic policy: a command that cannot run on this machine ends the job before any rank starts there") {
+  // Given a command not on PATH: the first grant offering this machine ends the job with 127
+  // and the cause the other modes give, nothing started; a grant of other hosts only starts
+  // their ranks (the command may be there), until this machine is offered too.
+  ElasticJob job;
+  job.context.job.command = {"nosuchcmd-xyz"};
+  SUBCASE("this machine at once") {
+    job.source.grant = Grant({{"198.18.0.5", 1}, {"localhost", 2}});
+    job.Start();
+    CHECK(job.context.started.empty());
+  }
+  SUBCASE("other hosts first") {
+    job.source.grant = Grant({{"198.18.0.5", 2}});
+    job.Start();
+    CHECK(job.context.started.size() == 2);
+    job.source.grant = Grant({{"198.18.0.5", 2}, {"localhost", 2}});
+    job.context.Advance(seconds(1));
+    CHECK(job.context.started.size() == 2);
+    CHECK(job.context.SignalsTo(0) == std::vector<int>{SIGTERM});
+    job.context.FinishAll(&job.policy, ExitStatus::Signaled(SIGTERM));
+  }
+  REQUIRE(job.policy.Finished());
+  JobResult result = job.policy.Result();
+  CHECK(result.code == 127);
+  CHECK(result.cause == "cannot run 'nosuchcmd-xyz': command not found in PATH: check the command and PATH");
+  CHECK(job.context.EventsNamed(events::kHostBlacklisted).empty());
+}
+
 TEST_CASE("elastic policy: a rank etrun lacks the files to start ends the round's starts, is said once, and the job goes on with the ranks it can afford") {
   // Given localhost:40 and room for 30 ranks (-np 40, --min-np 2): the 31st start fails with
   // EMFILE. No further start is tried; one warning names the limit and the fix; the 30 workers
