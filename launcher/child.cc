@@ -60,9 +60,12 @@ int SetUpChild(pid_t parent, const ChildOptions& o) {
   _exit(127);
 }
 
-pid_t Fork(std::string* err) {
+pid_t Fork(std::string* err, int* err_no = nullptr) {
   pid_t pid = fork();
-  if (pid < 0) *err = std::string("cannot fork: ") + strerror(errno);
+  if (pid < 0) {
+    if (err_no != nullptr) *err_no = errno;
+    *err = std::string("cannot fork: ") + strerror(errno);
+  }
   return pid;
 }
 
@@ -154,7 +157,7 @@ bool FileLimit::Ensure(rlim_t needed, const std::string& what, std::string* err)
 
 bool StartChild(const std::string& path, const std::vector<std::string>& argv,
                 const std::vector<std::string>& env, const ChildOptions& options, Child* child,
-                std::string* err) {
+                std::string* err, int* err_no) {
   // Everything the child needs is built before fork: it must not allocate.
   std::vector<char*> args, envp;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -165,11 +168,12 @@ bool StartChild(const std::string& path, const std::vector<std::string>& argv,
   envp.push_back(nullptr);
   int status[2];
   if (pipe2(status, O_CLOEXEC) != 0) {
+    if (err_no != nullptr) *err_no = errno;
     *err = std::string("cannot create a pipe: ") + strerror(errno);
     return false;
   }
   pid_t parent = getpid();
-  pid_t pid = Fork(err);
+  pid_t pid = Fork(err, err_no);
   if (pid == 0) {
     if (int e = SetUpChild(parent, options); e != 0) Report(status[1], e);
     execve(path.c_str(), args.data(), envp.data());
@@ -200,7 +204,7 @@ pid_t ForkChild(const ChildOptions& options, void (*body)(void* arg), void* arg,
   return pid;
 }
 
-bool AwaitExec(Child* child, std::string* err) {
+bool AwaitExec(Child* child, std::string* err, int* err_no) {
   if (child->exec_status_fd < 0) return true;
   int child_errno = 0;
   ssize_t n;
@@ -210,10 +214,15 @@ bool AwaitExec(Child* child, std::string* err) {
   CloseIf(child->exec_status_fd);
   child->exec_status_fd = -1;
   if (n == static_cast<ssize_t>(sizeof(child_errno))) {
+    if (err_no != nullptr) *err_no = child_errno;
     *err = strerror(child_errno);
     return false;
   }
   return true;  // EOF: close-on-exec fired, the exec succeeded
+}
+
+bool IsShortage(int err_no) {
+  return err_no == EMFILE || err_no == ENFILE || err_no == EAGAIN || err_no == ENOMEM;
 }
 
 std::string ShellQuote(const std::string& word) {

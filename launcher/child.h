@@ -73,19 +73,25 @@ struct Child {
 };
 
 // Forks and execs `path` with `argv` and `env` ("K=V"). Returns false and sets *err when the
-// fork or its pipe fails (nothing is left running); an exec failure is reported by AwaitExec and
-// the child exits 127. The caller reaps the child.
+// fork or its pipe fails (nothing is left running), and *err_no (if given) to that call's errno;
+// an exec failure is reported by AwaitExec and the child exits 127. The caller reaps the child.
 bool StartChild(const std::string& path, const std::vector<std::string>& argv,
                 const std::vector<std::string>& env, const ChildOptions& options, Child* child,
-                std::string* err);
+                std::string* err, int* err_no = nullptr);
 
 // Forks a child that sets itself up as StartChild's do and then runs `body(arg)`, which must not
 // return. For the guardian. Returns the pid, or -1 and sets *err.
 pid_t ForkChild(const ChildOptions& options, void (*body)(void* arg), void* arg, std::string* err);
 
-// Waits until `child` has exec'd (true) or failed to (false, *err = strerror of the failure).
+// Waits until `child` has exec'd (true) or failed to (false, *err = strerror of the failure,
+// *err_no (if given) = its errno: the exec's, or that of the child's set-up before it).
 // Closes and clears child->exec_status_fd; true when there is none.
-bool AwaitExec(Child* child, std::string* err);
+bool AwaitExec(Child* child, std::string* err, int* err_no = nullptr);
+
+// Whether a failure to start a process with `err_no` means etrun ran out of something it holds
+// (open files: EMFILE, ENFILE; processes: EAGAIN; memory: ENOMEM) rather than that the command
+// cannot run.
+bool IsShortage(int err_no);
 
 // POSIX shell single-quoting of one word ('it'\''s').
 std::string ShellQuote(const std::string& word);

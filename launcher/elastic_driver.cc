@@ -42,7 +42,9 @@ bool ElasticDriver::ComputeAssignment(std::vector<rendezvous::SlotInfo>* plan, s
   std::vector<rendezvous::HostSlotCount> counts;
   for (const discovery::HostSlots& h : hosts_->Available()) counts.push_back({h.name, h.slots});
   std::optional<int> max_np = options_.max_np;
-  if (overrides_.to) max_np = max_np ? std::min(*max_np, *overrides_.to) : *overrides_.to;
+  for (const std::optional<int>& cap : {overrides_.to, shortage_cap_}) {
+    if (cap) max_np = max_np ? std::min(*max_np, *cap) : *cap;
+  }
   return rendezvous::Assign(counts, options_.min_np, max_np, plan, err);
 }
 
@@ -178,10 +180,11 @@ void ElasticDriver::Activate() {
   std::vector<rendezvous::SlotInfo> plan;
   std::string err;
   if (!ComputeAssignment(&plan, &err)) {
+    if (phase_ == Phase::kReplanning) wait_deadline_ = now_ + options_.elastic_timeout;
     phase_ = phase_ == Phase::kWaitingToStart ? phase_ : Phase::kResuming;
     return;
   }
-  if (round_ > 0 && !options_.restart_all) {
+  if (launched_ && !options_.restart_all) {
     bool survivor = false;
     for (const rendezvous::SlotInfo& s : plan) {
       auto it = live_.find({s.hostname, s.local_rank});
@@ -221,8 +224,11 @@ void ElasticDriver::Activate() {
   }
   world_ready_ = false;
   reset_begun_ = false;
-  ReleaseWaiting();
-  for (const rendezvous::SlotInfo& s : assignment_) {
+  // Workers start before the held rank_and_size requests are answered: after a shortage the
+  // round opens again, smaller, and no survivor has been told the larger one.
+  std::vector<SlotKey> fresh;
+  for (size_t i = 0; i < assignment_.size(); ++i) {
+    const rendezvous::SlotInfo& s = assignment_[i];
     SlotKey key{s.hostname, s.local_rank};
     if (auto it = live_.find(key); it != live_.end()) {
       // A replaced (or drained) process still exiting: its slot starts afresh once it is gone.
@@ -230,8 +236,15 @@ void ElasticDriver::Activate() {
       continue;
     }
     live_[key] = Live{s.rank, false};
-    workers_->Start(s, round_, assignment_);
+    Shortage shortage;
+    if (!workers_->Start(s, round_, assignment_, &shortage)) {
+      live_.erase(key);
+      return ShortageWhileOpening(key, static_cast<int>(i), shortage, fresh);
+    }
+    fresh.push_back(key);
   }
+  launched_ = true;
+  ReleaseWaiting();
   spdlog::debug("round {} started", round_);
   // A restarted world is ready once its ranks run: etrun cannot see torch's own rendezvous.
   if (options_.restart_all && phase_ == Phase::kRunning) MarkWorldReady();
@@ -294,8 +307,9 @@ void ElasticDriver::Record(const SlotKey& key, enum Record record, TimePoint now
   // The first worker to leave training (for a new rank, or by failing) begins the reset.
   if (record == Record::kReady) NoteResetBegin("worker " + Describe(key) + " left training for a reset");
   if (record == Record::kFailure) NoteResetBegin("worker " + Describe(key) + " failed");
-  if (record == Record::kFailure && options_.recovery_grace.count() > 0 && !options_.restart_all &&
-      !recovery_deadline_) {
+  if (record == Record::kNotStarted) NoteResetBegin("worker " + Describe(key) + " could not start");
+  bool lost = record == Record::kFailure || record == Record::kNotStarted;
+  if (lost && options_.recovery_grace.count() > 0 && !options_.restart_all && !recovery_deadline_) {
     recovery_deadline_ = now + options_.recovery_grace;
   }
   records_[key] = record;
@@ -314,19 +328,20 @@ void ElasticDriver::MaybeDecide(TimePoint now) {
 void ElasticDriver::Decide(TimePoint now) {
   spdlog::debug("all {} workers of round {} are in", records_.size(), round_);
   int successes = 0, failures = 0;
-  std::vector<SlotKey> failed;
+  std::vector<SlotKey> failed, unstarted;  // unstarted: no fault of theirs (see ShortageInRound)
   for (const auto& [key, record] : records_) {
     if (record == Record::kSuccess) ++successes;
     if (record == Record::kFailure) {
       ++failures;
       failed.push_back(key);
     }
+    if (record == Record::kNotStarted) unstarted.push_back(key);
   }
   if (successes > 0) {  // training finished: release whoever waits, finish when all are gone
     if (failures > 0) return Stop(EndingCode(), last_failure_ + EarlierFailure("; first failure: "));
     return Stop(kExitOk, "");
   }
-  if (failures == static_cast<int>(records_.size())) {
+  if (failures > 0 && failures + unstarted.size() == records_.size()) {
     return Stop(EndingCode(), "every rank failed; last: " + last_failure_ + EarlierFailure("; first: "));
   }
   for (const SlotKey& key : failed) {
@@ -346,8 +361,11 @@ void ElasticDriver::Decide(TimePoint now) {
       ++it;
     }
   }
-  bool all_blacklisted = true;
-  for (const auto& [key, record] : records_) all_blacklisted = all_blacklisted && hosts_->IsBlacklisted(key.first);
+  bool all_blacklisted = unstarted.size() < records_.size();
+  for (const auto& [key, record] : records_) {
+    if (record == Record::kNotStarted) continue;
+    all_blacklisted = all_blacklisted && hosts_->IsBlacklisted(key.first);
+  }
   if (all_blacklisted) {
     return Stop(EndingCode(),
                 "every host of the job failed; last: " + last_failure_ + EarlierFailure("; first: "));
@@ -361,7 +379,8 @@ void ElasticDriver::Decide(TimePoint now) {
   std::string reason;
   for (const SlotKey& key : failed) reason += (reason.empty() ? "" : ", ") + Describe(key);
   // Every worker came back ready: they were told the hosts changed (or lost a drained peer).
-  if (failed.empty()) reason = "the hosts changed";
+  if (failed.empty() && unstarted.empty()) reason = "the hosts changed";
+  else if (failed.empty()) reason = "etrun could not start every worker";
   else reason = "worker" + std::string(failed.size() > 1 ? "s " : " ") + reason + " failed";
   Emit(events::kReset, {{field::kResets, resets_}, {field::kReason, reason}});
   if (hosts_->AvailableSlots() >= options_.min_np) return Activate();
@@ -369,6 +388,63 @@ void ElasticDriver::Decide(TimePoint now) {
   wait_deadline_ = now + options_.elastic_timeout;
   spdlog::info("waiting for {} slots (--min-np) to resume; {} available", options_.min_np,
                hosts_->AvailableSlots());
+}
+
+bool ElasticDriver::KeepTo(int runnable, const SlotKey& key, const Shortage& shortage) {
+  int ranks = std::max(0, std::min(runnable, shortage.affordable));
+  bool room = ranks < runnable;  // fewer than could start: etrun keeps room for its own work
+  std::string what = "cannot start worker " + Describe(key) + ": " + shortage.what;
+  std::string plural = ranks == 1 ? "" : "s";
+  if (ranks < options_.min_np) {
+    Stop(kExitFailure, fmt::format("{}; etrun can run only {} rank{}{}, fewer than --min-np {}: "
+                                   "raise the limit, or lower --min-np", what, ranks, plural,
+                                   room ? " and keep room for its own work" : "", options_.min_np));
+    return false;
+  }
+  spdlog::warn("{}; going on with {} rank{} from now on{}: raise the limit, or cap the job with "
+               "--max-np {}", what, ranks, plural,
+               room ? " (keeping room for etrun's own work)" : "", ranks);
+  shortage_cap_ = ranks;
+  return true;
+}
+
+void ElasticDriver::ShortageWhileOpening(const SlotKey& key, int runnable,
+                                         const Shortage& shortage,
+                                         const std::vector<SlotKey>& fresh) {
+  // Nobody has been told this round yet; the workers started for it were, in their env.
+  for (const SlotKey& started : fresh) Drain(started);
+  if (!KeepTo(runnable, key, shortage)) return;
+  start_when_gone_.clear();
+  phase_ = Phase::kReplanning;
+  MaybeReopen();
+}
+
+void ElasticDriver::MaybeReopen() {
+  if (phase_ != Phase::kReplanning) return;
+  for (const auto& [key, live] : live_) {
+    if (live.draining) return;
+  }
+  Activate();
+}
+
+void ElasticDriver::ShortageAhead(const SlotKey& key, const Shortage& shortage) {
+  AbandonStartAhead("etrun could not start them all");
+  if (!KeepTo(static_cast<int>(assignment_.size()), key, shortage)) return;
+  // The world that trains goes on as it is, or, when etrun cannot afford all of it, is told to
+  // reset into a smaller one.
+  pending_flags_ = shortage_cap_ < static_cast<int>(assignment_.size()) ? discovery::kRemoved : 0;
+  MaybeNotify();
+}
+
+void ElasticDriver::ShortageInRound(const SlotKey& key, const Shortage& shortage, TimePoint now) {
+  // The round's world was told already: the slots that cannot start now leave it at the next
+  // reset, which the survivors reach as after a failure, but no host is to blame.
+  // Slots still waiting for their old process to go are not started either.
+  std::vector<SlotKey> unstarted{key};
+  unstarted.insert(unstarted.end(), start_when_gone_.begin(), start_when_gone_.end());
+  start_when_gone_.clear();
+  if (!KeepTo(static_cast<int>(assignment_.size() - unstarted.size()), key, shortage)) return;
+  for (const SlotKey& k : unstarted) Record(k, Record::kNotStarted, now);
 }
 
 void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoint now) {
@@ -382,10 +458,15 @@ void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoin
     if (start_when_gone_.erase(key) && phase_ == Phase::kRunning) {
       if (std::optional<rendezvous::SlotInfo> slot = SlotOf(key)) {
         live_[key] = Live{slot->rank, false};
-        workers_->Start(*slot, round_, assignment_);  // it joins the round its env names
+        Shortage shortage;  // it joins the round its env names
+        if (!workers_->Start(*slot, round_, assignment_, &shortage)) {
+          live_.erase(key);
+          ShortageInRound(key, shortage, now);
+        }
       }
     }
     MaybeRestart();
+    MaybeReopen();
     return MaybeFinish();
   }
   if (StartedAhead(key)) {  // never part of the training world: the world goes on undisturbed
@@ -398,7 +479,10 @@ void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoin
     return MaybeFinish();
   }
   if (!status.success()) NoteFailure(status, "worker " + Describe(key) + " " + status.Describe());
-  if (!status.success()) spdlog::warn("worker {} {}", Describe(key), status.Describe());
+  // A host blacklisted as unreachable was named already: its workers' exits say nothing new.
+  if (!status.success() && !hosts_->IsBlacklisted(key.first)) {
+    spdlog::warn("worker {} {}", Describe(key), status.Describe());
+  }
   if (options_.restart_all && phase_ == Phase::kRunning && SlotOf(key)) {
     if (!status.success()) {
       BeginRestart("worker " + Describe(key) + " " + status.Describe());
@@ -438,7 +522,8 @@ std::string ElasticDriver::state() const {
     case Phase::kWaitingToStart: return "waiting";
     case Phase::kRunning: return "running";
     case Phase::kRestarting:
-    case Phase::kResuming: return "resetting";
+    case Phase::kResuming:
+    case Phase::kReplanning: return "resetting";
     case Phase::kStopping:
     case Phase::kDone: return "finishing";
   }
@@ -528,11 +613,18 @@ bool ElasticDriver::MaybeStartAhead(const std::vector<rendezvous::SlotInfo>& pla
   spdlog::info("starting {} worker(s) ahead of round {} while the world of {} trains",
                ahead.waiting.size(), round_ + 1, assignment_.size());
   ahead_ = std::move(ahead);
-  for (const rendezvous::SlotInfo& s : ahead_->plan) {
+  std::vector<rendezvous::SlotInfo> next = ahead_->plan;  // a shortage drops ahead_
+  for (const rendezvous::SlotInfo& s : next) {
     SlotKey key{s.hostname, s.local_rank};
     if (!ahead_->waiting.count(key)) continue;
     live_[key] = Live{s.rank, false};
-    workers_->Start(s, round_ + 1, ahead_->plan);
+    Shortage shortage;
+    if (!workers_->Start(s, round_ + 1, next, &shortage)) {
+      live_.erase(key);
+      ahead_->waiting.erase(key);
+      ShortageAhead(key, shortage);
+      break;
+    }
   }
   return true;
 }

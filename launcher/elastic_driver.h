@@ -17,7 +17,12 @@
 //    waiting ones are released (-1) and drained instead of being killed into a failure;
 //  * the exit code of a failed job is the own code of the failure that ended it (the last one:
 //    the round that exceeded --reset-limit, the last host to fail), not 1; 1 when no worker
-//    failed (a timeout, a discovery failure).
+//    failed (a timeout, a discovery failure);
+//  * a worker etrun cannot start for lack of its own resources (open files, processes, memory)
+//    is no failure of its host: no further worker of that round is started, the job says so once
+//    and keeps from then on to the ranks that could start, fewer if etrun needs room to work
+//    (the round is opened again with them, after the workers started for the larger one are
+//    gone), or ends (exit 1) when they are fewer than --min-np.
 // With ElasticOptions::restart_all the driver instead follows torchrun: any change or failure
 // stops all workers and starts the whole new world afresh.
 // Driver thread only.
@@ -73,15 +78,28 @@ struct ElasticOptions {
   bool wait_without_deadline = false;
 };
 
+// Why etrun could not start a worker: it lacks a resource of its own (open files, processes,
+// memory), which is no fault of the worker's host.
+struct Shortage {
+  // The resource and its limit: "too many open files: etrun's open-file limit is 200 (ulimit -Hn)".
+  std::string what;
+  // The workers etrun can run at once and still keep room for its own work (discovery runs,
+  // rendezvous connections), estimated from what it holds now.
+  int affordable = 0;
+};
+
 // Starts and stops the process of a slot. Real: ElasticPolicy, through the RankLauncher.
 class WorkerControl {
  public:
   virtual ~WorkerControl() = default;
   // Starts a process for `slot` of round `round`, whose whole assignment is `world` (its env
   // carries the slot's rank variables of that round). `round` is the next one for a worker
-  // started ahead of its round while the current world still trains.
-  virtual void Start(const rendezvous::SlotInfo& slot, int round,
-                     const std::vector<rendezvous::SlotInfo>& world) = 0;
+  // started ahead of its round while the current world still trains. Returns false when etrun
+  // lacks a resource of its own to start it: nothing of it will run or exit, and *shortage says
+  // which. Any other failure to start comes back as the worker's exit (code 127) through
+  // OnWorkerExit.
+  virtual bool Start(const rendezvous::SlotInfo& slot, int round,
+                     const std::vector<rendezvous::SlotInfo>& world, Shortage* shortage) = 0;
   // SIGTERM now, SIGKILL after the grace period. The exit still arrives through OnWorkerExit.
   virtual void Stop(const SlotKey& slot) = 0;
 };
@@ -159,9 +177,12 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   int resets() const { return resets_; }
 
  private:
-  enum class Phase { kWaitingToStart, kRunning, kRestarting, kResuming, kStopping, kDone };
+  // kReplanning: a worker of the round being opened could not start (a shortage); the workers
+  // started for it are being stopped, then the round opens again, smaller.
+  enum class Phase { kWaitingToStart, kRunning, kRestarting, kResuming, kReplanning, kStopping, kDone };
   // kReplaced: stuck in a collective after a peer's failure; stopped, started afresh.
-  enum class Record { kReady, kSuccess, kFailure, kReplaced };
+  // kNotStarted: its process could not be started again for lack of etrun's resources.
+  enum class Record { kReady, kSuccess, kFailure, kReplaced, kNotStarted };
   struct Live {
     int launch_rank = 0;  // the rank its output is labelled with
     bool draining = false;
@@ -175,6 +196,18 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   void MaybeDecide(TimePoint now);
   void Decide(TimePoint now);
   void ReleaseWaiting();  // answers held rank_and_size requests from the current assignment
+  // Shortages (see the file comment). `key` could not start: `shortage` says why. While the
+  // round opens, `runnable` slots came before it and `fresh` were started for it.
+  void ShortageWhileOpening(const SlotKey& key, int runnable, const Shortage& shortage,
+                            const std::vector<SlotKey>& fresh);
+  void ShortageAhead(const SlotKey& key, const Shortage& shortage);
+  // A slot of the running round whose process was to start once its old one was gone.
+  void ShortageInRound(const SlotKey& key, const Shortage& shortage, TimePoint now);
+  // Caps the job at the fewer of `runnable` and what etrun can afford, saying so once
+  // ("cannot start worker h[0]: <what>; going on with N ranks ..."). Returns false, after
+  // ending the job with that line, when the cap is below --min-np.
+  bool KeepTo(int runnable, const SlotKey& key, const Shortage& shortage);
+  void MaybeReopen();  // kReplanning: opens the round once the stopped workers are gone
   void MaybeNotify();
   void BeginRestart(const std::string& why);
   void MaybeRestart();
@@ -223,6 +256,8 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   std::vector<rendezvous::SlotInfo> assignment_;
   int round_ = 0;
   int resets_ = 0;
+  bool launched_ = false;  // a round's workers all started: they may hold training state
+  std::optional<int> shortage_cap_;  // the most ranks etrun could start, after a shortage
   bool world_ready_ = false;   // this round's world formed
   bool reset_begun_ = false;   // this round's first worker left training
   std::map<SlotKey, enum Record> records_;  // this round's

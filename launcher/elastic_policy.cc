@@ -1,6 +1,9 @@
 #include "launcher/elastic_policy.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
 
 #include <charconv>
 
@@ -178,8 +181,7 @@ void ElasticPolicy::Begin(int rendezvous_port) {
 void ElasticPolicy::Poll() {
   std::weak_ptr<bool> alive = alive_;
   JobContext* context = context_;
-  // A job uses at most max-np hosts (one slot each at least), beyond the blacklisted ones.
-  size_t most = options_.max_np ? static_cast<size_t>(*options_.max_np) + 16 : kResolveAhead;
+  size_t most = ResolvedAhead();
   std::map<std::string, std::vector<int>> live;  // every process not yet reaped holds its slot
   for (const auto& [id, key] : slots_) live[key.first].push_back(key.second);
   source_->ReportLive(std::move(live));
@@ -208,6 +210,17 @@ void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
       std::copy(facts.begin(), facts.end(), mine.begin());
     }
   }
+  // Before any rank starts on this machine: a command that cannot run here ends the job with one
+  // line, as in the other modes, instead of failing every local rank (and blaming the host).
+  if (grant.ok && !command_checked_ && OffersThisMachine(grant)) {
+    command_checked_ = true;
+    if (std::string cause = CommandCannotRun(context_->config().command, context_->environment());
+        !cause.empty()) {
+      driver_->Abort(kExitCommandNotFound, cause);
+      context_->CheckDone();
+      return;
+    }
+  }
   if (grant.ok && supervisable_ && !warned_supervisable_) {
     int64_t offered = 0;
     for (const discovery::HostSlots& h : grant.hosts) offered += h.slots;
@@ -229,6 +242,21 @@ void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
   });
 }
 
+// Only hosts the grant lists first are looked at (those Poll had resolved): the job's ranks start
+// there, and a lookup of any other would block the loop.
+bool ElasticPolicy::OffersThisMachine(const discovery::HostGrant& grant) const {
+  std::vector<std::string> names = HostNames(grant, ResolvedAhead());
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (grant.hosts[i].slots > 0 && context_->hosts().Lookup(names[i]).local) return true;
+  }
+  return false;
+}
+
+size_t ElasticPolicy::ResolvedAhead() const {
+  // A job uses at most max-np hosts (one slot each at least), beyond the blacklisted ones.
+  return options_.max_np ? static_cast<size_t>(*options_.max_np) + 16 : kResolveAhead;
+}
+
 void ElasticPolicy::Tick() {
   tick_timer_ = context_->After(kTick, [this] {
     driver_->OnTick(context_->Now());
@@ -243,6 +271,13 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   SlotKey key = it->second;
   slots_.erase(it);
   kill_timers_.erase(f.id);
+  if (unstarted_.erase(f.id) != 0) {  // never a worker: the driver heard of it as a shortage
+    nlohmann::json fields = events::ExitFields(f.status);
+    fields.update({{field::kRank, f.rank}, {field::kHost, f.host}, {field::kLocalRank, key.second},
+                   {field::kPid, f.pid}, {field::kReason, events::ExitReason(f.status, false, false)}});
+    context_->events().Emit(events::kRankExited, std::move(fields));
+    return;
+  }
   if (auto current = ids_.find(key); current != ids_.end() && current->second == f.id) {
     ids_.erase(current);
   }
@@ -333,8 +368,8 @@ void ElasticPolicy::PlaceOnNetwork(const rendezvous::SlotInfo& slot,
   }
 }
 
-void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
-                          const std::vector<rendezvous::SlotInfo>& world) {
+bool ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
+                          const std::vector<rendezvous::SlotInfo>& world, Shortage* shortage) {
   SlotKey key{slot.hostname, slot.local_rank};
   fenced_.erase(slot.hostname);  // back in the job: fenced again if lost again
   RankRequest request{slot, GroupRank(slot.hostname, world), run_, round,
@@ -377,11 +412,55 @@ void ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
   }
   int id = -1;
   std::string err;
-  if (!context_->StartRank(request, &id, &err)) return FailStart(key, err);
-  ids_[key] = id;
+  if (!context_->StartRank(request, &id, &err)) {
+    if (!IsShortage(context_->start_errno())) {
+      FailStart(key, err);
+      return true;
+    }
+    *shortage = ShortageOf(context_->start_errno());
+    return false;
+  }
   slots_[id] = key;
+  if (!context_->AwaitExecs(&err)) {  // it exits 127 and is reaped
+    if (IsShortage(context_->start_errno())) {
+      unstarted_.insert(id);
+      *shortage = ShortageOf(context_->start_errno());
+      return false;
+    }
+    spdlog::error("{}", err);
+  }
+  ids_[key] = id;
   ++starts_[key];
-  if (!context_->AwaitExecs(&err)) spdlog::error("{}", err);  // it exits 127 and is reaped
+  return true;
+}
+
+// What etrun can afford is estimated from the processes it runs now (`running`): with files, each
+// holds its pipes (and log files), and etrun keeps kOwnFiles descriptors of those for itself and
+// one per rank for its rendezvous connection at a reset (FilesPerRank counts it); with processes,
+// room for a discovery run (its shell and script); with memory, one rank's worth.
+Shortage ElasticPolicy::ShortageOf(int err_no) const {
+  constexpr int kOwnFiles = 16;
+  int running = static_cast<int>(slots_.size() - unstarted_.size());
+  int per_rank = FilesPerRank(context_->config());
+  int files = (running * (per_rank - 1) - kOwnFiles) / per_rank;
+  struct rlimit limit;
+  switch (err_no) {
+    case EMFILE:
+      if (context_->file_limit() == nullptr) return {"too many open files (ulimit -Hn)", files};
+      return {fmt::format("too many open files: etrun's open-file limit is {} (ulimit -Hn)",
+                          context_->file_limit()->current()), files};
+    case ENFILE:
+      return {"the system's open-file table is full (sysctl fs.file-max)", files};
+    case EAGAIN:
+      if (getrlimit(RLIMIT_NPROC, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+        return {fmt::format("no more processes: the limit is {} per user (ulimit -u), or the "
+                            "cgroup's pids.max", limit.rlim_cur), running - 2};
+      }
+      return {"no more processes: the cgroup's pids.max or the system's limit is reached",
+              running - 2};
+    default:
+      return {std::string("out of memory: ") + strerror(err_no), running - 1};
+  }
 }
 
 // A slot's process cannot even start: reported like an exit with code 127, from the loop.

@@ -59,9 +59,10 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
 
  private:
   // WorkerControl: a slot's process gets its round's environment; Stop sends SIGTERM to its
-  // process group and SIGKILL after the grace period.
-  void Start(const rendezvous::SlotInfo& slot, int round,
-             const std::vector<rendezvous::SlotInfo>& world) override;
+  // process group and SIGKILL after the grace period. A start that fails for lack of etrun's own
+  // resources (IsShortage) is the driver's to handle; any other failure is reported as an exit.
+  bool Start(const rendezvous::SlotInfo& slot, int round,
+             const std::vector<rendezvous::SlotInfo>& world, Shortage* shortage) override;
   void Stop(const SlotKey& slot) override;
   // CoordinatorNotifier, over rendezvous::Notifier.
   void Register(const rendezvous::WorkerRegistration& registration,
@@ -72,8 +73,14 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
 
   void Poll();
   void AfterPoll(const discovery::HostGrant& grant);
+  // Whether one of the hosts `grant` lists first (ResolvedAhead) with slots is this machine.
+  bool OffersThisMachine(const discovery::HostGrant& grant) const;
+  size_t ResolvedAhead() const;  // how many of a grant's hosts are looked up before it is used
   void Tick();
   void FailStart(const SlotKey& key, const std::string& err);
+  // What etrun ran out of when a start failed with `err_no` (IsShortage), with the limit to
+  // raise, and how many workers it can afford to run (see Shortage::affordable).
+  Shortage ShortageOf(int err_no) const;
   std::vector<std::string> ExtraEnv(bool ahead) const;
   void ApplyOverrides(const std::string& body, ControlRespond respond);
 
@@ -108,8 +115,10 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   std::map<SlotKey, int> ids_;     // slot -> its current process (RankSet id)
   std::map<int, SlotKey> slots_;   // RankSet id -> slot, for unfinished processes
   std::map<SlotKey, int> starts_;  // processes started per slot
+  std::set<int> unstarted_;        // RankSet ids that could not exec for a shortage: not workers
   std::optional<int> supervisable_;  // without --max-np: SupervisableRanks
   bool warned_supervisable_ = false;
+  bool command_checked_ = false;   // on this machine, once a grant first offered it
   int port_round_ = -1;            // restart mode: the round master_port_ was picked for
   int master_port_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the discovery thread

@@ -63,6 +63,10 @@ class JobContext {
                             const RankOutput& output, int* id, std::string* err) = 0;
   // Waits for the execs of the ranks started since the last call (RankSet::AwaitExecs).
   virtual bool AwaitExecs(std::string* err) = 0;
+  // After a StartRank, StartProcess or AwaitExecs that returned false: the errno of the system
+  // call behind it (a pipe, the fork, the exec or the child's set-up), 0 when the failure had
+  // none (a missing GPU, no such program). IsShortage() tells etrun's own limits apart.
+  virtual int start_errno() const = 0;
   // Sends `sig` to one unfinished rank's process group, or to every one's.
   virtual void Signal(int id, int sig) = 0;
   virtual void SignalAll(int sig) = 0;

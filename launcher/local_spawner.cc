@@ -8,7 +8,9 @@
 
 namespace etrun::launcher {
 
-bool LocalSpawner::Start(const LaunchSpec& spec, SpawnedProcess* out, std::string* err) {
+bool LocalSpawner::Start(const LaunchSpec& spec, SpawnedProcess* out, std::string* err,
+                         int* err_no) {
+  *err_no = 0;
   std::string program = FindProgram(spec.argv.at(0), EnvValue(spec.env, "PATH"), err);
   if (program.empty()) {
     *err = "cannot run '" + spec.argv[0] + "': " + *err;
@@ -16,6 +18,7 @@ bool LocalSpawner::Start(const LaunchSpec& spec, SpawnedProcess* out, std::strin
   }
   int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    *err_no = errno;
     *err = std::string("cannot create pipes: ") + strerror(errno);
     for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) {
       if (fd >= 0) close(fd);
@@ -29,7 +32,7 @@ bool LocalSpawner::Start(const LaunchSpec& spec, SpawnedProcess* out, std::strin
   options.shell_fallback = true;
   options.nofile = limit_ != nullptr ? limit_->for_children() : nullptr;
   Child child;
-  bool started = StartChild(program, spec.argv, spec.env, options, &child, err);
+  bool started = StartChild(program, spec.argv, spec.env, options, &child, err, err_no);
   close(out_pipe[1]);
   close(err_pipe[1]);
   if (!started) {
@@ -46,9 +49,10 @@ bool LocalSpawner::Start(const LaunchSpec& spec, SpawnedProcess* out, std::strin
   return true;
 }
 
-bool LocalSpawner::AwaitStart(SpawnedProcess* process, std::string* err) {
+bool LocalSpawner::AwaitStart(SpawnedProcess* process, std::string* err, int* err_no) {
+  *err_no = 0;
   Child child{process->pid, process->exec_status_fd};
-  bool ok = AwaitExec(&child, err);
+  bool ok = AwaitExec(&child, err, err_no);
   process->exec_status_fd = -1;
   return ok;
 }

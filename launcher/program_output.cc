@@ -38,9 +38,10 @@ bool RunForOutput(const std::vector<std::string>& argv, const std::vector<std::s
   LaunchSpec spec{argv, env};
   SpawnedProcess child;
   LocalSpawner spawner;
-  if (!spawner.Start(spec, &child, err)) return false;
+  int err_no = 0;
+  if (!spawner.Start(spec, &child, err, &err_no)) return false;
   std::string exec_err;
-  bool exec_ok = spawner.AwaitStart(&child, &exec_err);
+  bool exec_ok = spawner.AwaitStart(&child, &exec_err, &err_no);
   ProgramOutput output;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   bool timed_out = false;

@@ -25,7 +25,7 @@ struct RankSet::Stream {
         formatter(r, is_stderr, o.timestamps, o.timestamp_format),
         console(is_stderr ? o.console_err : o.console_out),
         file(is_stderr ? o.file_err : o.file_out) {
-    if (o.framer) framer = o.framer();
+    if (o.framer) framer = o.framer(is_stderr);
   }
   Rank* owner = nullptr;
   asio::posix::stream_descriptor pipe;
@@ -87,7 +87,11 @@ RankSet::~RankSet() {
 bool RankSet::Start(int rank, const std::string& host, const LaunchSpec& spec,
                     const RankOutput& output, std::string* err, int* id) {
   SpawnedProcess process;
-  if (!spawner_->Start(spec, &process, err)) return false;
+  int err_no = 0;
+  if (!spawner_->Start(spec, &process, err, &err_no)) {
+    start_errno_ = err_no;
+    return false;
+  }
   if (guardian_ != nullptr && !spec.supervisor) guardian_->Watch(process.pid);
   auto r = std::make_unique<Rank>(io_);
   r->rank = rank;
@@ -117,8 +121,10 @@ bool RankSet::AwaitExecs(std::string* err) {
     if (it == ranks_.end()) continue;
     Rank* r = it->second.get();
     std::string why;
-    if (!spawner_->AwaitStart(&r->process, &why) && ok) {
+    int err_no = 0;
+    if (!spawner_->AwaitStart(&r->process, &why, &err_no) && ok) {
       *err = "rank " + std::to_string(r->rank) + " on " + r->host + " could not start: " + why;
+      start_errno_ = err_no;
       ok = false;
     }
   }

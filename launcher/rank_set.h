@@ -53,9 +53,10 @@ struct RankOutput {
   int file_err = -1;
   bool timestamps = false;
   TimestampFormat timestamp_format = TimestampFormat::kAsctime;
-  // When set, makes each stream's framer, which replaces the `[rank]` prefixing (--mpi: the
-  // stream of mpirun, whose ranks' output is already tagged).
-  std::function<std::unique_ptr<LineFramer>()> framer;
+  // When set, makes each stream's framer (its argument: whether the stream is stderr), which
+  // replaces the `[rank]` prefixing (--mpi: the streams of mpirun, whose ranks' output is
+  // already tagged).
+  std::function<std::unique_ptr<LineFramer>(bool is_stderr)> framer;
 };
 
 class RankSet {
@@ -86,6 +87,12 @@ class RankSet {
   // Returns false and sets *err (naming the rank) for the first that could not; that rank exits
   // 127 and is reaped as usual.
   bool AwaitExecs(std::string* err);
+
+  // The errno behind the latest Start or AwaitExecs that returned false (the spawner's: a pipe,
+  // the fork, the exec), 0 when no system call failed there; ClearStartErrno resets it, so a
+  // caller can tell whether a failure of its own came from here.
+  int start_errno() const { return start_errno_; }
+  void ClearStartErrno() { start_errno_ = 0; }
 
   // Reaps exited ranks; call on SIGCHLD (spurious calls are harmless).
   void Reap();
@@ -140,6 +147,7 @@ class RankSet {
   std::map<int, std::unique_ptr<Rank>> ranks_;  // unfinished ranks (and just-finished ones)
   int next_id_ = 0;
   std::vector<int> unawaited_;  // ids whose exec has not been awaited
+  int start_errno_ = 0;
   std::vector<Stream*> paused_;
   std::string scratch_;  // formatted output of one read, reused
   int active_ = 0;

@@ -196,16 +196,28 @@ void Runtime::DeliverFinished() {
   CheckDone();
 }
 
+// A failure before the rank set is reached (the rank's GPUs, its log files) reports errno 0.
 bool Runtime::StartRank(const RankRequest& request, int* id, std::string* err) {
-  return launcher_->Start(request, id, err);
+  ranks_->ClearStartErrno();
+  bool ok = launcher_->Start(request, id, err);
+  start_errno_ = ok ? 0 : ranks_->start_errno();
+  return ok;
 }
 
 bool Runtime::StartProcess(int label, const std::string& host, const LaunchSpec& spec,
                            const RankOutput& output, int* id, std::string* err) {
-  return ranks_->Start(label, host, spec, output, err, id);
+  ranks_->ClearStartErrno();
+  bool ok = ranks_->Start(label, host, spec, output, err, id);
+  start_errno_ = ok ? 0 : ranks_->start_errno();
+  return ok;
 }
 
-bool Runtime::AwaitExecs(std::string* err) { return ranks_->AwaitExecs(err); }
+bool Runtime::AwaitExecs(std::string* err) {
+  ranks_->ClearStartErrno();
+  bool ok = ranks_->AwaitExecs(err);
+  start_errno_ = ok ? 0 : ranks_->start_errno();
+  return ok;
+}
 
 void Runtime::Signal(int id, int sig) { ranks_->Signal(id, sig); }
 

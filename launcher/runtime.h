@@ -81,6 +81,7 @@ class Runtime : public JobContext {
   bool StartProcess(int label, const std::string& host, const LaunchSpec& spec,
                     const RankOutput& output, int* id, std::string* err) override;
   bool AwaitExecs(std::string* err) override;
+  int start_errno() const override { return start_errno_; }
   void Signal(int id, int sig) override;
   void SignalAll(int sig) override;
   void StopAll(const std::string& why) override;
@@ -129,6 +130,7 @@ class Runtime : public JobContext {
   std::unique_ptr<control::ControlServer> control_;
   std::unique_ptr<JobPolicy> policy_;
   TimePoint started_;
+  int start_errno_ = 0;  // see start_errno()
   int stop_signal_ = 0;
   bool stopping_ = false;
   bool done_ = false;

@@ -34,11 +34,15 @@ struct SpawnedProcess {
 class Spawner {
  public:
   virtual ~Spawner() = default;
-  // Starts the process. On failure returns false, sets *err, and leaves nothing running.
-  virtual bool Start(const LaunchSpec& spec, SpawnedProcess* out, std::string* err) = 0;
+  // Starts the process. On failure returns false, sets *err, and leaves nothing running; *err_no
+  // is the errno of the system call that failed (a pipe, the fork), 0 when none did (no such
+  // program). IsShortage(*err_no) tells etrun's own limits from the command's faults.
+  virtual bool Start(const LaunchSpec& spec, SpawnedProcess* out, std::string* err,
+                     int* err_no) = 0;
   // Waits until the process of a successful Start has exec'd (true) or failed to (false, *err
-  // says why, e.g. "Permission denied"; the process then exits 127 and is reaped as usual).
-  virtual bool AwaitStart(SpawnedProcess* process, std::string* err) = 0;
+  // says why, e.g. "Permission denied", *err_no is its errno; the process then exits 127 and is
+  // reaped as usual).
+  virtual bool AwaitStart(SpawnedProcess* process, std::string* err, int* err_no) = 0;
 };
 
 class LocalSpawner : public Spawner {
@@ -49,8 +53,8 @@ class LocalSpawner : public Spawner {
   // The child (StartChild): own process group, stdin from /dev/null, stdout/stderr into pipes,
   // parent-death signal, then execve. Returns as soon as the child is forked, so many ranks can
   // be forked before waiting on any of them.
-  bool Start(const LaunchSpec& spec, SpawnedProcess* out, std::string* err) override;
-  bool AwaitStart(SpawnedProcess* process, std::string* err) override;
+  bool Start(const LaunchSpec& spec, SpawnedProcess* out, std::string* err, int* err_no) override;
+  bool AwaitStart(SpawnedProcess* process, std::string* err, int* err_no) override;
 
  private:
   const FileLimit* limit_;

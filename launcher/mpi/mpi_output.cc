@@ -109,6 +109,12 @@ void MpiLineAssembler::Complete(const std::string& tag, Pending* line, std::stri
 
 void MpiLineAssembler::Out(const std::string& tag, std::string* out, std::string_view head,
                            std::string_view text, bool add_newline) {
+  if (tag.empty() && report_ != nullptr) {  // mpirun's own: the report decides what is shown
+    std::string line(head);
+    line.append(text);
+    if (add_newline) line.push_back('\n');
+    return report_->Line(is_stderr_, line, out);
+  }
   size_t start = out->size();
   out->append(head);
   out->append(text);
@@ -126,6 +132,7 @@ void MpiLineAssembler::Finish(const Emit& emit) {
     if (!line.text.empty()) Complete(tag, &line, &out, !tag.empty());
   }
   lines_.clear();
+  if (report_ != nullptr) report_->Finish(is_stderr_, &out);
   if (!out.empty()) emit(out);
 }
 

@@ -5,8 +5,9 @@
 // The assembler keeps a pending line per tag (rank and stream) and emits it whole, behind the tag
 // (and the timestamp, with --timestamp-output) of its first fragment, when its '\n' or '\r'
 // arrives: `[1,0]<stdout>:MPI 0\n[1,1]<stdout>:MPI 1\n`. Text outside any tag (mpirun's own
-// messages) passes through line by line. At the end, unterminated lines are emitted with a '\n'
-// added, as in Gloo mode. One assembler per mpirun stream. Pure; thread-compatible.
+// messages) passes through line by line, or through an MpirunReport that decides what of it is
+// shown. At the end, unterminated lines are emitted with a '\n' added, as in Gloo mode. One
+// assembler per mpirun stream. Pure; thread-compatible.
 #ifndef ETRUN_LAUNCHER_MPI_MPI_OUTPUT_H_
 #define ETRUN_LAUNCHER_MPI_MPI_OUTPUT_H_
 
@@ -15,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "launcher/mpi/mpirun_report.h"
 #include "launcher/rank_set.h"
 
 namespace etrun::launcher {
@@ -38,6 +40,12 @@ class MpiLineAssembler : public LineFramer {
   void Finish(const Emit& emit) override;
 
   void set_on_line(LineObserver observer) { on_line_ = std::move(observer); }
+  // mpirun's own lines of this stream (`is_stderr`) go through `report`, which must outlive the
+  // assembler, instead of straight out.
+  void set_report(MpirunReport* report, bool is_stderr) {
+    report_ = report;
+    is_stderr_ = is_stderr;
+  }
 
  private:
   struct Pending {
@@ -60,6 +68,8 @@ class MpiLineAssembler : public LineFramer {
   std::string current_head_;             // current_ with the timestamp it came with
   std::map<std::string, Pending> lines_;  // by tag; "" is mpirun's own text
   LineObserver on_line_;
+  MpirunReport* report_ = nullptr;
+  bool is_stderr_ = false;
 };
 
 }  // namespace etrun::launcher

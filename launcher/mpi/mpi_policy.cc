@@ -140,6 +140,16 @@ bool MpiPolicy::Prepare(JobResult* result) {
       *result = {kExitCommandNotFound, cause};
       return false;
     }
+    // mpirun holds each rank's pipes here as etrun does in a static job: an -np that no
+    // open-file limit allows is refused as there, before mpirun tries (it would spin, flooding
+    // its log, until stopped).
+    int np = config.num_proc.value_or(1);
+    FileLimit* limit = context_->file_limit();
+    if (limit != nullptr &&
+        !limit->Ensure(static_cast<rlim_t>(np) * 3 + 64, fmt::format("{} ranks", np), &err)) {
+      *result = {kExitUsage, err};
+      return false;
+    }
   } else {
     job.nics = config.network_interfaces;
   }
@@ -217,8 +227,9 @@ void MpiPolicy::Begin(int rendezvous_port) {
     return;
   }
   bool observe = !output_dir_.empty();
-  output.framer = [this, timestamps, observe]() -> std::unique_ptr<LineFramer> {
+  output.framer = [this, timestamps, observe](bool is_stderr) -> std::unique_ptr<LineFramer> {
     auto assembler = std::make_unique<MpiLineAssembler>(timestamps);
+    assembler->set_report(&report_, is_stderr);
     if (observe) {
       assembler->set_on_line([this](const std::string& tag, std::string_view line) { OnLine(tag, line); });
     }
@@ -230,6 +241,15 @@ void MpiPolicy::Begin(int rendezvous_port) {
   } else if (!context_->AwaitExecs(&err)) {
     start_error_ = {kExitFailure, "cannot run " + mpi_.path + ": " +
                                       err.substr(err.find("could not start: ") + 17)};
+  }
+}
+
+// Both of mpirun's streams have ended: what its report held back is shown unless etrun says the
+// failure in its own words.
+void MpiPolicy::OnRankFinished(const RankSet::Finished& finished) {
+  status_ = finished.status;
+  if (!report_.failure() && !report_.held().empty()) {
+    context_->Write(context_->console().console_out, report_.held());
   }
 }
 
@@ -265,6 +285,7 @@ JobResult MpiPolicy::Result() const {
                                             SignalName(stop_signal_), status_.Describe())};
   }
   if (!status_.success()) spdlog::debug("mpirun {}", status_.Describe());
+  if (!status_.success() && report_.failure()) return {report_.failure()->code, report_.failure()->cause};
   return {status_.ShellCode(), ""};
 }
 

@@ -12,6 +12,7 @@
 
 #include "launcher/job_config.h"
 #include "launcher/job_policy.h"
+#include "launcher/mpi/mpirun_report.h"
 
 namespace etrun::launcher {
 
@@ -41,13 +42,15 @@ bool FindMpirun(const std::vector<std::string>& environment, MpiInstall* install
 
 // Exit codes: mpirun's own, 128+N when signal N stopped etrun (after forwarding it) or killed
 // mpirun, 2 for bad hosts or flags, 127 when there is no mpirun, 1 when mpirun is not Open MPI
-// or cannot be started. mpirun's environment is etrun's plus the tunables' variables, and `-x`
-// forwards their names.
+// or cannot be started. A launch failure mpirun explains in a box etrun knows (a command not
+// found on a host, a host it cannot reach: MpirunReport) ends the job with etrun's one line and
+// the code the other modes give that cause (127, 255, 2) instead. mpirun's environment is
+// etrun's plus the tunables' variables, and `-x` forwards their names.
 class MpiPolicy : public JobPolicy {
  public:
   bool Prepare(JobResult* result) override;
   void Begin(int rendezvous_port) override;
-  void OnRankFinished(const RankSet::Finished& finished) override { status_ = finished.status; }
+  void OnRankFinished(const RankSet::Finished& finished) override;
   void OnStopSignal(int sig) override;
   void OnRepeatedStopSignal(int sig) override;
   nlohmann::json Status() const override;
@@ -67,6 +70,7 @@ class MpiPolicy : public JobPolicy {
   int stop_signal_ = 0;
   ExitStatus status_;
   JobResult start_error_;  // code 0: none
+  MpirunReport report_;    // what mpirun said of its launch, from both of its streams
   std::string output_dir_;               // --output-filename, written by etrun
   std::vector<std::pair<int, int>> rank_files_;  // by rank: sink destinations (stdout, stderr)
 };

@@ -1,5 +1,7 @@
 """Limits: many ranks, many rendezvous connections, a slow client, a runaway discovery script."""
+import json
 import os
+import re
 import resource
 import signal
 import socket
@@ -179,3 +181,76 @@ def test_an_elastic_job_uses_only_the_ranks_the_open_file_limit_lets_etrun_super
     assert r.stderr.decode() == ("etrun: error: the open-file limit (100, ulimit -Hn) lets etrun "
                                  "supervise at most 12 ranks, fewer than the 20 the job needs: "
                                  "raise it, or start fewer ranks per etrun\n")
+
+
+def etrun_lines(stderr):
+    return [l for l in stderr.decode().splitlines() if l.startswith("etrun: ")]
+
+
+def run_with_descriptors_taken(args, taken, env=None):
+    """etrun under a hard open-file limit of 200, started with `taken` of them already open (as
+    under a parent that leaks descriptors), so fewer ranks fit than etrun's cap allows."""
+    fds = [os.open("/dev/null", os.O_RDONLY) for _ in range(taken)]
+    try:
+        return subprocess.run(["prlimit", "--nofile=200:200", ETRUN] + args, pass_fds=fds,
+                              capture_output=True, timeout=120, stdin=subprocess.DEVNULL,
+                              env=dict(os.environ, **(env or {})))
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_an_elastic_job_short_of_descriptors_says_so_once_and_goes_on_with_the_ranks_that_start(
+        tmp_path, marker, marker_env):
+    # Issue 22: 45 slots (what the limit of 200 lets etrun supervise), but 120 descriptors are
+    # taken: a rank cannot be started (EMFILE). One warning naming the limit and the fix, no
+    # start tried past it, the host is not blacklisted, and the job runs as its world the ranks
+    # it can afford, fewer than could start (was: an error line per rank, the host blacklisted,
+    # the job failed).
+    script = write_script(tmp_path, "echo localhost:45\n")
+    events = tmp_path / "events.jsonl"
+    r = run_with_descriptors_taken(["-np", "45", "--min-np", "1", "--events-file", str(events),
+                                    "--host-discovery-script", script,
+                                    "sh", "-c", "echo $HOROVOD_SIZE"], 120, marker_env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = etrun_lines(r.stderr)
+    assert len(lines) == 1, lines
+    m = re.fullmatch(r"etrun: warning: cannot start worker localhost\[(\d+)\]: too many open "
+                     r"files: etrun's open-file limit is 200 \(ulimit -Hn\); going on with (\d+) "
+                     r"ranks from now on \(keeping room for etrun's own work\): raise the limit, "
+                     r"or cap the job with --max-np (\d+)", lines[0])
+    assert m and m.group(2) == m.group(3), lines[0]
+    world = int(m.group(2))
+    assert 1 <= world < int(m.group(1)) < 45
+    # Workers started for the world of 45 were stopped (some may have printed first); the world
+    # that ran is the smaller one.
+    by_rank = rank_lines(r.stdout.decode())
+    assert set(range(world)) <= set(by_rank) <= set(range(int(m.group(1)))), by_rank
+    for rank, seen in by_rank.items():
+        assert seen[-1] == (str(world) if rank < world else "45"), (rank, seen)
+    recorded = [json.loads(l) for l in events.read_text().splitlines()]
+    assert not [e for e in recorded if e["event"] == "host_blacklisted"]
+    assert recorded[-1] == {**recorded[-1], "event": "job_end", "exit_code": 0, "cause": ""}
+    assert processes_with_marker(marker) == []
+
+
+def test_an_elastic_job_short_of_descriptors_below_min_np_ends_with_one_line(tmp_path, marker,
+                                                                             marker_env):
+    # The same shortage with --min-np 45: the ranks started are stopped at once (they would
+    # sleep a minute), and the job ends with one line, exit 1 and the cause in job_end.
+    script = write_script(tmp_path, "echo localhost:45\n")
+    events = tmp_path / "events.jsonl"
+    r = run_with_descriptors_taken(["-np", "45", "--min-np", "45", "--events-file", str(events),
+                                    "--host-discovery-script", script, "sleep", "60"], 120,
+                                   marker_env)
+    assert r.returncode == 1, r.stderr[-2000:]
+    lines = etrun_lines(r.stderr)
+    assert len(lines) == 1, lines
+    assert re.fullmatch(r"etrun: error: cannot start worker localhost\[\d+\]: too many open "
+                        r"files: etrun's open-file limit is 200 \(ulimit -Hn\); etrun can run only "
+                        r"\d+ ranks and keep room for its own work, fewer than --min-np 45: raise "
+                        r"the limit, or lower --min-np", lines[0]), lines[0]
+    end = json.loads(events.read_text().splitlines()[-1])
+    assert end["event"] == "job_end" and end["exit_code"] == 1
+    assert end["cause"] == lines[0][len("etrun: error: "):]
+    assert processes_with_marker(marker) == []

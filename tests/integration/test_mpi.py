@@ -263,3 +263,39 @@ def test_a_missing_command_is_etruns_one_line_and_127_with_a_cause(tmp_path):
     end = [json.loads(l) for l in events.read_text().splitlines()][-1]
     assert end["event"] == "job_end" and end["exit_code"] == 127
     assert end["cause"].startswith("cannot run 'nosuchcmd-xyz'")
+
+
+@pytest.mark.parametrize("case", ["command missing where mpirun looks", "no daemon on the host"])
+def test_a_launch_failure_mpirun_reports_is_etruns_one_line_code_and_cause(tmp_path, case):
+    # Issue 22: mpirun's box and its own exit code (134, 1) become etrun's one line, with the
+    # code the other modes give the cause (127 for a command not found, 255 for a host whose
+    # daemon cannot be started) and that line as job_end's cause. --verbose shows the box.
+    events = tmp_path / "events.jsonl"
+    if case == "command missing where mpirun looks":
+        # --mpi-args may give the ranks another PATH, so etrun leaves the check to mpirun.
+        args = ["-np", "2", "--mpi-args=-x FOO=1", "nosuchcmd-xyz"]
+        code = 127
+        line = ("etrun: error: cannot run 'nosuchcmd-xyz' on {}: command not found in PATH "
+                "(mpirun): check the command and PATH there")
+    else:
+        # A host that answers but has no Open MPI: the remote shell cannot run orted.
+        agent = tmp_path / "agent"
+        agent.write_text("#!/bin/sh\necho 'bash: line 1: orted: command not found' >&2\nexit 127\n")
+        agent.chmod(0o755)
+        args = ["-np", "1", "-H", "198.18.0.9:1", f"--mpi-args=-mca plm_rsh_agent {agent}", "true"]
+        code = 255
+        line = ("etrun: error: mpirun could not start or reach its daemon on every host (bash: line "
+                "1: orted: command not found): check that each host answers ssh without a "
+                "password and has Open MPI installed")
+    r = run_etrun(["--mpi", "--events-file", str(events)] + args, timeout=60)
+    assert r.returncode == code, r.stderr
+    node = os.uname().nodename.split(".")[0]
+    etrun_lines = [l for l in r.stderr.decode().splitlines() if l.startswith("etrun:")]
+    assert etrun_lines == [line.format(node)]
+    assert b"-----" not in r.stderr and b"failed to start" not in r.stdout  # no box, no summary
+    end = [json.loads(l) for l in events.read_text().splitlines()][-1]
+    assert end == {**end, "event": "job_end", "exit_code": code,
+                   "cause": line.format(node)[len("etrun: error: "):]}
+    verbose = run_etrun(["--mpi", "--verbose"] + args, timeout=60)
+    assert verbose.returncode == code
+    assert b"etrun: debug: mpirun: ----------" in verbose.stderr

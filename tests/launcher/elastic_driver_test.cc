@@ -24,10 +24,18 @@ namespace {
 
 class FakeWorkers : public WorkerControl {
  public:
-  void Start(const SlotInfo& slot, int round, const std::vector<SlotInfo>&) override {
+  bool Start(const SlotInfo& slot, int round, const std::vector<SlotInfo>&,
+             etrun::launcher::Shortage* shortage) override {
+    if (short_after >= 0 && static_cast<int>(started.size()) >= short_after) {
+      *shortage = {"too many open files", affordable};
+      return false;
+    }
     started.push_back(slot);
     rounds.push_back(round);
+    return true;
   }
+  int short_after = -1;  // once this many were started, the next start fails for a shortage
+  int affordable = 1 << 20;  // what that shortage says etrun can afford
   std::vector<int> rounds;  // the round each start was for
   void Stop(const SlotKey& slot) override { stopped.push_back(slot); }
   std::vector<SlotInfo> started;
@@ -633,6 +641,37 @@ TEST_CASE("crash recovery: a survivor stuck in a collective is replaced, and ran
   CHECK(job.StartedNames().size() == 3);
   job.driver.OnWorkerExit({"a", 0}, ExitStatus::Signaled(15), job.now);
   CHECK(job.StartedNames().back() == "a:0=r1");
+  CHECK_FALSE(job.driver.finished());
+}
+
+TEST_CASE("a slot that cannot start again for lack of etrun's resources leaves the world at the next reset, blaming no host") {
+  // Given a:2, b:1 with --recovery-grace: b[0] dies, a[0] comes back, a[1] stays stuck and is
+  // replaced, so round 2 waits for a[1]'s old process to go before starting its slot; then etrun
+  // has no room left for it. Nothing is blacklisted for that: the slot counts as not started,
+  // and once the survivor comes back the next round keeps to the one rank that runs.
+  ElasticOptions o = Job::Options();
+  o.np = 3;
+  o.recovery_grace = std::chrono::milliseconds(2000);
+  Job job(o);
+  job.Discover("a:2\nb:1\n");
+  job.Exit("b", 0, 137);
+  auto a0 = job.Ready("a", 0);
+  job.Advance(2);
+  REQUIRE(job.driver.round() == 2);
+  CHECK(Csv(*a0) == "0,2,0,2,0,1");
+  job.workers.short_after = 3;
+  job.driver.OnWorkerExit({"a", 1}, ExitStatus::Signaled(15), job.now);
+  CHECK(job.StartedNames().size() == 3);
+  CHECK_FALSE(job.hosts.IsBlacklisted("a"));
+  CHECK_FALSE(job.driver.finished());
+  auto again = job.Ready("a", 0);  // the survivor's collective failed without its peer
+  REQUIRE(job.driver.round() == 3);
+  CHECK(Csv(*again) == "0,1,0,1,0,1");
+  CHECK(job.StartedNames().size() == 3);
+  CHECK_FALSE(job.hosts.IsBlacklisted("a"));
+  job.Discover("a:2\nb:1\nc:4\n");  // more slots change nothing: the job keeps to 1 rank
+  CHECK(job.StartedNames().size() == 3);
+  CHECK(job.driver.assignment().size() == 1);
   CHECK_FALSE(job.driver.finished());
 }
 

@@ -6,9 +6,14 @@
 // and the survivors come to the reset as they would once told.
 #include "launcher/elastic_policy.h"
 
+#include <errno.h>
 #include <signal.h>
 
+#include <sstream>
+
 #include <doctest/doctest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "events/schema.h"
 #include "tests/launcher/fake_job_context.h"
@@ -86,6 +91,32 @@ class FakeRemote : public RemoteStarter {
   bool unreachable = true;
   mutable std::vector<std::string> asked;
   std::vector<std::string> detached;  // "host: command"
+};
+
+// What etrun logs (warnings and errors) while it lives, one "level: text" string per line.
+class LoggedLines {
+ public:
+  LoggedLines() : previous_(spdlog::default_logger()) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_);
+    sink->set_pattern("%l: %v");
+    auto logger = std::make_shared<spdlog::logger>("test", sink);
+    logger->set_level(spdlog::level::warn);
+    spdlog::set_default_logger(logger);
+  }
+  ~LoggedLines() { spdlog::set_default_logger(previous_); }
+  LoggedLines(const LoggedLines&) = delete;
+  LoggedLines& operator=(const LoggedLines&) = delete;
+
+  std::vector<std::string> lines() const {
+    std::vector<std::string> out;
+    std::istringstream in(stream_.str());
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  }
+
+ private:
+  std::ostringstream stream_;
+  std::shared_ptr<spdlog::logger> previous_;
 };
 
 // An elastic job over the fake context; `source` is used once Start() is called with it set.
@@ -416,6 +447,194 @@ TEST_CASE("elastic policy: etrun scale may not add or remove a lent source's hos
     CHECK(job.context.stops.empty());
     CHECK(job.context.signals.empty());
   }
+}
+
+TEST_CASE("elastic policy: a command that cannot run on this machine ends the job before any rank starts there") {
+  // Given a command not on PATH: the first grant offering this machine ends the job with 127
+  // and the cause the other modes give, nothing started; a grant of other hosts only starts
+  // their ranks (the command may be there), until this machine is offered too.
+  ElasticJob job;
+  job.context.job.command = {"nosuchcmd-xyz"};
+  SUBCASE("this machine at once") {
+    job.source.grant = Grant({{"198.18.0.5", 1}, {"localhost", 2}});
+    job.Start();
+    CHECK(job.context.started.empty());
+  }
+  SUBCASE("other hosts first") {
+    job.source.grant = Grant({{"198.18.0.5", 2}});
+    job.Start();
+    CHECK(job.context.started.size() == 2);
+    job.source.grant = Grant({{"198.18.0.5", 2}, {"localhost", 2}});
+    job.context.Advance(seconds(1));
+    CHECK(job.context.started.size() == 2);
+    CHECK(job.context.SignalsTo(0) == std::vector<int>{SIGTERM});
+    job.context.FinishAll(&job.policy, ExitStatus::Signaled(SIGTERM));
+  }
+  REQUIRE(job.policy.Finished());
+  JobResult result = job.policy.Result();
+  CHECK(result.code == 127);
+  CHECK(result.cause == "cannot run 'nosuchcmd-xyz': command not found in PATH: check the command and PATH");
+  CHECK(job.context.EventsNamed(events::kHostBlacklisted).empty());
+}
+
+TEST_CASE("elastic policy: a rank etrun lacks the files to start ends the round's starts, is said once, and the job goes on with the ranks it can afford") {
+  // Given localhost:40 and room for 30 ranks (-np 40, --min-np 2): the 31st start fails with
+  // EMFILE. No further start is tried; one warning names the limit and the fix; the 30 workers
+  // started for a world of 40 are stopped, and once they are gone round 2 opens with the ranks
+  // whose pipes fit in what the 30 held while keeping room for etrun's own descriptors and a
+  // rendezvous connection per rank: (30 * 2 - 16) / 3 = 14. Nothing is blacklisted, and later
+  // polls start nothing beyond the 14.
+  LoggedLines log;
+  ElasticJob job;
+  job.context.job.num_proc = 40;
+  job.context.job.min_np = 2;
+  job.context.short_after = 30;
+  job.source.grant = Grant({{"localhost", 40}});
+  int unstarted = -1;  // the process of the 31st start, when its exec is what failed
+  SUBCASE("the start fails (a pipe, the fork)") { job.Start(); }
+  SUBCASE("its exec fails: the process exits 127 and counts for nothing") {
+    job.context.short_at_exec = true;
+    job.Start();
+    REQUIRE(job.context.started.size() == 31);
+    unstarted = job.context.started[30].id;
+    CHECK(job.context.SignalsTo(unstarted).empty());
+    job.context.Finish(&job.policy, unstarted, ExitStatus::Exited(127));
+    job.context.started.pop_back();
+  }
+  REQUIRE(job.context.started.size() == 30);
+  CHECK(log.lines() == std::vector<std::string>{
+      "warning: cannot start worker localhost[30]: too many open files (ulimit -Hn); going on "
+      "with 14 ranks from now on (keeping room for etrun's own work): raise the limit, or cap "
+      "the job with --max-np 14"});
+  for (int id = 0; id < 30; ++id) CHECK(job.context.SignalsTo(id) == std::vector<int>{SIGTERM});
+  CHECK(job.policy.Status()["state"] == "resetting");
+  for (int id = 0; id < 29; ++id) job.context.Finish(&job.policy, id, ExitStatus::Signaled(SIGTERM));
+  CHECK(job.context.started.size() == 30);  // until the last of them is gone
+  job.context.Finish(&job.policy, 29, ExitStatus::Signaled(SIGTERM));
+  REQUIRE(job.context.started.size() == 44);
+  for (int r = 0; r < 14; ++r) {
+    const RankRequest& req = job.context.started[30 + r].request;
+    CHECK(req.slot.rank == r);
+    CHECK(req.slot.size == 14);
+    CHECK(req.round == 2);
+  }
+  std::vector<nlohmann::json> rounds = job.context.EventsNamed(events::kRound);
+  REQUIRE(rounds.size() == 2);
+  CHECK(rounds[0]["world_size"] == 40);
+  CHECK(rounds[1]["world_size"] == 14);
+  CHECK(job.context.EventsNamed(events::kHostBlacklisted).empty());
+  for (const nlohmann::json& e : job.context.EventsNamed(events::kRankExited)) {
+    CHECK(e["reason"] == (e["pid"] == FakeJobContext::kFirstPid + unstarted ? "failed" : "stopped"));
+  }
+  job.context.Advance(seconds(3));  // three more polls offering 40 slots
+  CHECK(job.context.started.size() == 44);
+  CHECK(log.lines().size() == 1);
+  job.context.FinishAll(&job.policy, ExitStatus::Exited(0));
+  REQUIRE(job.policy.Finished());
+  CHECK(job.policy.Result().code == 0);
+}
+
+TEST_CASE("elastic policy: fewer ranks than --min-np can run: the job ends with exit 1 and one cause") {
+  // Given room for 30 ranks and --min-np 30: what etrun can afford is below it for every
+  // resource (files 14, processes 28: a discovery run's, memory 29). The job ends once the 30
+  // started are gone, with the resource, its limit and the fix in one cause (the runtime prints
+  // it); nothing is logged, nothing blacklisted.
+  LoggedLines log;
+  ElasticJob job;
+  job.context.job.num_proc = 40;
+  job.context.job.min_np = 30;
+  job.context.short_after = 30;
+  std::string resource;
+  int ranks = 0;
+  SUBCASE("open files") {
+    resource = "too many open files (ulimit -Hn)";
+    ranks = 14;
+  }
+  SUBCASE("processes") {
+    job.context.short_errno = EAGAIN;
+    resource = "no more processes: ";
+    ranks = 28;
+  }
+  SUBCASE("memory") {
+    job.context.short_errno = ENOMEM;
+    resource = "out of memory: Cannot allocate memory";
+    ranks = 29;
+  }
+  job.source.grant = Grant({{"localhost", 40}});
+  job.Start();
+  REQUIRE(job.context.started.size() == 30);
+  CHECK_FALSE(job.policy.Finished());
+  job.context.FinishAll(&job.policy, ExitStatus::Signaled(SIGTERM));
+  REQUIRE(job.policy.Finished());
+  JobResult result = job.policy.Result();
+  CHECK(result.code == 1);
+  CAPTURE(result.cause);
+  CHECK(result.cause.starts_with("cannot start worker localhost[30]: " + resource));
+  CHECK(result.cause.ends_with("; etrun can run only " + std::to_string(ranks) +
+                               " ranks and keep room for its own work, fewer than --min-np 30: "
+                               "raise the limit, or lower --min-np"));
+  CHECK(log.lines().empty());
+  CHECK(job.context.started.size() == 30);
+  CHECK(job.context.EventsNamed(events::kHostBlacklisted).empty());
+}
+
+TEST_CASE("elastic policy: workers started ahead that etrun lacks the files for are dropped; the world shrinks only to what etrun can afford") {
+  // Given a training world on localhost and room for 30 ranks, a grant adding 198.18.0.5:40
+  // starts workers there ahead of round 2 until one fails: those are stopped, one warning.
+  LoggedLines log;
+  ElasticJob job;
+  job.context.job.max_np = 50;
+  job.context.short_after = 30;
+  int world = 0;
+  int kept = 0;  // (30 * 2 - 16) / 3 = 14 ranks etrun can afford
+  SUBCASE("a world of 2 trains on as it is: no reset") {
+    world = 2;
+    kept = 2;
+  }
+  SUBCASE("a world of 20 is more than etrun can afford: it resets into 14") {
+    world = 20;
+    kept = 14;
+  }
+  job.context.job.num_proc = world;
+  job.source.grant = Grant({{"localhost", world}});
+  job.Start();
+  for (int r = 0; r < world; ++r) CHECK(job.Request("DELETE", "/global/" + std::to_string(r)) == 200);
+  REQUIRE(job.context.EventsNamed(events::kWorldReady).size() == 1);
+  job.source.grant = Grant({{"localhost", world}, {"198.18.0.5", 40}});
+  job.context.Advance(seconds(1));
+  REQUIRE(job.context.started.size() == 30);
+  std::string plural = kept == 1 ? "" : "s";
+  CHECK(log.lines() == std::vector<std::string>{
+      "warning: cannot start worker 198.18.0.5[" + std::to_string(30 - world) +
+      "]: too many open files (ulimit -Hn); going on with " + std::to_string(kept) +
+      " ranks from now on" + (kept < world ? " (keeping room for etrun's own work)" : "") +
+      ": raise the limit, or cap the job with --max-np " + std::to_string(kept)});
+  for (int id = 0; id < 30; ++id) {
+    CHECK(job.context.SignalsTo(id) == (id < world ? std::vector<int>{} : std::vector<int>{SIGTERM}));
+  }
+  for (int id = world; id < 30; ++id) job.context.Finish(&job.policy, id, ExitStatus::Signaled(SIGTERM));
+  job.context.Advance(seconds(3));
+  CHECK(job.context.started.size() == 30);
+  CHECK(job.context.EventsNamed(events::kHostBlacklisted).empty());
+  if (kept == world) {
+    CHECK(job.policy.Status()["state"] == "running");
+    CHECK(job.policy.Status()["round"] == 1);
+    CHECK(job.context.EventsNamed(events::kResetBegin).empty());
+  } else {
+    // Told (rank 0 would be notified), the workers come to the reset: the first 14 are the new
+    // world, the others are released and stopped.
+    std::vector<std::shared_ptr<std::string>> answers;
+    for (int r = 0; r < world; ++r) answers.push_back(job.RankAndSize("localhost:" + std::to_string(r)));
+    CHECK(job.policy.Status()["round"] == 2);
+    CHECK(job.policy.Status()["world_size"] == kept);
+    for (int r = 0; r < world; ++r) {
+      CAPTURE(r);
+      CHECK((*answers[r] == kNoRank) == (r >= kept));
+      CHECK(job.context.SignalsTo(r) == (r < kept ? std::vector<int>{} : std::vector<int>{SIGTERM}));
+    }
+  }
+  CHECK(job.context.started.size() == 30);
+  CHECK(log.lines().size() == 1);
 }
 
 }  // namespace

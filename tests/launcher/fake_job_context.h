@@ -8,7 +8,9 @@
 #ifndef ETRUN_TESTS_LAUNCHER_FAKE_JOB_CONTEXT_H_
 #define ETRUN_TESTS_LAUNCHER_FAKE_JOB_CONTEXT_H_
 
+#include <errno.h>
 #include <signal.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +58,11 @@ class FakeJobContext : public JobContext {
   RemoteStarter* remote_starter = nullptr;
   bool refuse_start = false;   // StartRank/StartProcess fail
   bool exec_fails = false;     // AwaitExecs fails
+  // etrun's own limit: once this many ranks run, StartRank fails with `short_errno` (or, with
+  // `short_at_exec`, the rank is started and AwaitExecs fails: it then exits 127). -1: no limit.
+  int short_after = -1;
+  int short_errno = EMFILE;
+  bool short_at_exec = false;
 
   // --- what the policy did
   std::vector<Started> started;
@@ -140,10 +147,22 @@ class FakeJobContext : public JobContext {
   RemoteStarter* remote() override { return remote_starter; }
   FileLimit* file_limit() override { return nullptr; }
   bool StartRank(const RankRequest& request, int* id, std::string* err) override {
+    start_errno_ = 0;
+    exec_short_ = false;
     if (refuse_start) {
       *err = "rank " + std::to_string(request.slot.rank) + " on " + request.slot.hostname +
              ": refused by the fake";
       return false;
+    }
+    if (short_after >= 0 && running() >= short_after) {
+      if (short_at_exec) {
+        exec_short_ = true;
+      } else {
+        start_errno_ = short_errno;
+        *err = "rank " + std::to_string(request.slot.rank) + " on " + request.slot.hostname +
+               ": cannot create pipes: " + strerror(short_errno);
+        return false;
+      }
     }
     Started s;
     s.id = next_id_++;
@@ -156,6 +175,7 @@ class FakeJobContext : public JobContext {
   }
   bool StartProcess(int label, const std::string& host, const LaunchSpec& spec,
                     const RankOutput& output, int* id, std::string* err) override {
+    start_errno_ = 0;
     if (refuse_start) {
       *err = "refused by the fake";
       return false;
@@ -171,10 +191,19 @@ class FakeJobContext : public JobContext {
     return true;
   }
   bool AwaitExecs(std::string* err) override {
+    start_errno_ = 0;
+    if (exec_short_) {
+      exec_short_ = false;
+      start_errno_ = short_errno;
+      *err = std::string("rank 0 on localhost: could not start: ") + strerror(short_errno);
+      return false;
+    }
     if (!exec_fails) return true;
+    start_errno_ = ENOEXEC;
     *err = "rank 0 on localhost: could not start: Exec format error";
     return false;
   }
+  int start_errno() const override { return start_errno_; }
   void Signal(int id, int sig) override {
     if (running_.count(id) != 0) signals.emplace_back(id, sig);
   }
@@ -242,6 +271,8 @@ class FakeJobContext : public JobContext {
   std::vector<std::shared_ptr<Pending>> timers_;
   int next_id_ = 0;
   int next_output_ = 2;
+  int start_errno_ = 0;
+  bool exec_short_ = false;  // the latest StartRank's exec fails for lack of a resource
 };
 
 }  // namespace etrun::launcher

@@ -4,6 +4,7 @@
 #ifndef ETRUN_TESTS_LAUNCHER_FAKE_SPAWNER_H_
 #define ETRUN_TESTS_LAUNCHER_FAKE_SPAWNER_H_
 
+#include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -18,9 +19,11 @@ class FakeSpawner : public Spawner {
  public:
   static constexpr pid_t kFirstPid = 1 << 30;  // above any pid_max
 
-  bool Start(const LaunchSpec& spec, SpawnedProcess* out, std::string* err) override {
+  bool Start(const LaunchSpec& spec, SpawnedProcess* out, std::string* err, int* err_no) override {
     started.push_back(spec);
+    *err_no = 0;
     if (refuse) {
+      *err_no = refuse_errno;
       *err = "refused by the fake spawner";
       return false;
     }
@@ -34,14 +37,17 @@ class FakeSpawner : public Spawner {
     out->stderr_fd = err_pipe[0];
     return true;
   }
-  bool AwaitStart(SpawnedProcess*, std::string* err) override {
+  bool AwaitStart(SpawnedProcess*, std::string* err, int* err_no) override {
+    *err_no = 0;
     if (!exec_fails) return true;
+    *err_no = ENOEXEC;
     *err = "Exec format error";
     return false;
   }
 
   std::vector<LaunchSpec> started;  // every spec asked for, refused ones too
   bool refuse = false;
+  int refuse_errno = 0;  // the errno a refused start reports
   bool exec_fails = false;
 };
 

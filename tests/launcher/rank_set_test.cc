@@ -1,9 +1,11 @@
 // Real processes through RankSet: spawning, output forwarding, exits, process groups.
 #include "launcher/rank_set.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -236,4 +238,37 @@ TEST_CASE("a command that cannot be executed is reported by AwaitExecs, not sile
   // A directory on PATH resolution passes stat but fails exec.
   CHECK_FALSE(ranks.Start(0, "localhost", {{"/nonexistent/prog"}, {}}, o, &err));
   CHECK(err == "cannot run '/nonexistent/prog': no such file");
+}
+
+TEST_CASE("a rank etrun has no descriptors left for fails with EMFILE in start_errno, a missing program with 0") {
+  // Given every descriptor below a lowered soft limit in use, Start cannot make the rank's pipes:
+  // start_errno says EMFILE (a shortage of etrun's, not the command's fault); a program that is
+  // not there has no errno behind it.
+  asio::io_context io;
+  LocalSpawner spawner;
+  OutputSink sink;
+  RankOutput o;
+  o.console_out = sink.AddDestination(open("/dev/null", O_WRONLY | O_CLOEXEC), true, "null");
+  o.console_err = o.console_out;
+  RankSet ranks(&io, &spawner, &sink, nullptr, std::chrono::milliseconds(100));
+  std::string err;
+  CHECK_FALSE(ranks.Start(0, "localhost", {{"/nonexistent/prog"}, {}}, o, &err));
+  CHECK(ranks.start_errno() == 0);
+
+  struct rlimit saved;
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  struct rlimit low = saved;
+  low.rlim_cur = 64;
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  std::vector<int> filler;
+  for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
+  bool started = ranks.Start(1, "localhost", Shell("true"), o, &err);
+  int err_no = ranks.start_errno();
+  for (int fd : filler) close(fd);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  CHECK_FALSE(started);
+  CHECK(err_no == EMFILE);
+  CHECK(err == "cannot create pipes: Too many open files");
+  ranks.ClearStartErrno();
+  CHECK(ranks.start_errno() == 0);
 }

@@ -61,7 +61,7 @@ TEST_CASE("mpi policy: mpirun is the job's one process, with horovodrun's comman
   CHECK(*(np + 1) == "2");
   CHECK(mpirun.spec.argv.back() == "/bin/true");
   REQUIRE(mpirun.output.framer);
-  CHECK(mpirun.output.framer() != nullptr);
+  CHECK(mpirun.output.framer(false) != nullptr);
 }
 
 TEST_CASE("mpi policy: mpirun's exit code is the job's") {
@@ -166,13 +166,53 @@ TEST_CASE("mpi policy: with --output-filename etrun writes each rank's whole lin
   CHECK(std::find(argv.begin(), argv.end(), "--output-filename") == argv.end());
   CHECK(fs::exists(dir / "1" / "rank.0" / "stdout"));
   CHECK(fs::exists(dir / "1" / "rank.1" / "stderr"));
-  std::unique_ptr<LineFramer> framer = job.context.started[0].output.framer();
+  std::unique_ptr<LineFramer> framer = job.context.started[0].output.framer(false);
   std::string console;
   framer->Feed("[1,1]<stdout>:hel[1,0]<stderr>:oops\n[1,1]<stdout>:lo\n",
                [&console](std::string_view text) { console.append(text); });
   CHECK(console == "[1,0]<stderr>:oops\n[1,1]<stdout>:hello\n");
   CHECK(job.context.written == "[1,0]<stderr>:oops\n[1,1]<stdout>:hello\n");
   fs::remove_all(dir);
+}
+
+TEST_CASE("mpi policy: a launch failure mpirun explains is etrun's one cause with the other modes' code") {
+  // Given mpirun's box for a command it cannot find (on stderr) and its summary (on stdout),
+  // then its exit 134: the job ends with 127 and etrun's cause; neither the box nor the summary
+  // is shown. Without a box etrun knows, the summary is shown and mpirun's code stays.
+  const std::string rule(74, '-');
+  const std::string box = rule + "\nmpirun was unable to find the specified executable file, and "
+                          "therefore\ndid not launch the job.\n\nNode:       vm\nExecutable: "
+                          "nosuchcmd\n" + rule + "\n";
+  MpiJob job(2);
+  job.Start();
+  std::string shown;
+  auto emit = [&shown](std::string_view text) { shown.append(text); };
+  std::unique_ptr<LineFramer> out = job.context.started[0].output.framer(false);
+  std::unique_ptr<LineFramer> err = job.context.started[0].output.framer(true);
+  out->Feed("2 total processes failed to start\n", emit);
+  SUBCASE("recognized") {
+    err->Feed(box, emit);
+    out->Finish(emit);
+    err->Finish(emit);
+    job.context.Finish(&job.policy, 0, ExitStatus::Exited(134));
+    CHECK(shown.empty());
+    CHECK(job.context.written.empty());
+    JobResult result = job.policy.Result();
+    CHECK(result.code == kExitCommandNotFound);
+    CHECK(result.cause == "cannot run 'nosuchcmd' on vm: command not found in PATH (mpirun): "
+                          "check the command and PATH there");
+  }
+  SUBCASE("not recognized") {
+    err->Feed(rule + "\nsomething else went wrong\n" + rule + "\n", emit);
+    out->Finish(emit);
+    err->Finish(emit);
+    job.context.Finish(&job.policy, 0, ExitStatus::Exited(1));
+    CHECK(shown == rule + "\nsomething else went wrong\n" + rule + "\n");
+    CHECK(job.context.written == "2 total processes failed to start\n");
+    JobResult result = job.policy.Result();
+    CHECK(result.code == 1);
+    CHECK(result.cause.empty());
+  }
 }
 
 }  // namespace
