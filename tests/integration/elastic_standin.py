@@ -60,7 +60,9 @@ Issue 15's facts (both off by default): --startup-seconds S sleeps before the fi
 `import torch, horovod.torch` takes ~1.5 s; --ring-stall makes a peer's death look as in Gloo's ring
 allreduce: the dead rank's ring predecessor (it sends to the dead one) fails at once, every other
 survivor, often rank 0 itself, blocks in a receive until HOROVOD_GLOO_TIMEOUT_SECONDS (rank 0, which
-sees the death in this star-shaped mesh, tells the others which rank died).
+sees the death in this star-shaped mesh, tells the others which rank died); where the dead rank's
+socket was destroyed on rank 0's side (ss -K: etrun fencing a lost host, issue 20), its ring
+successor fails at once too.
 
 --log FILE appends every event, prefixed "<unix time> <host>:<local_rank> pid <pid>", with
 O_APPEND (all workers may share one file). Every socket operation has a timeout (--timeout,
@@ -71,6 +73,7 @@ Importing this module has no side effects beyond registering the stub classes in
 """
 import argparse
 import base64
+import errno
 import fcntl
 import hashlib
 import hmac
@@ -453,43 +456,49 @@ class Mesh:
         try:
             self.conns[peer].sendall(data)
         except OSError as e:
-            self._peer_died(peer, f"send to rank {peer}: {type(e).__name__}: {e}")
+            self._peer_died(peer, f"send to rank {peer}: {type(e).__name__}: {e}",
+                            e.errno == errno.ECONNABORTED)
 
     def _recv(self, peer, tag, fmt):
         try:
             got = recv_exact(self.conns[peer], 1)
             if Ctx.ring_stall and got == b"X":  # rank 0 saw rank `dead` die
-                (dead,) = struct.unpack("<q", recv_exact(self.conns[peer], 8))
-                self._ring_fail(dead, f"rank {dead} died (told by rank 0)")
+                dead, fenced = struct.unpack("<qB", recv_exact(self.conns[peer], 9))
+                self._ring_fail(dead, f"rank {dead} died (told by rank 0)", fenced)
             data = got + recv_exact(self.conns[peer], struct.calcsize(fmt))
         except socket.timeout:
             raise HorovodInternalError(f"rank {peer}: nothing received within {Ctx.timeout:g} s")
         except (OSError, EOFError) as e:
-            self._peer_died(peer, f"receive from rank {peer}: {type(e).__name__}: {e}")
+            self._peer_died(peer, f"receive from rank {peer}: {type(e).__name__}: {e}",
+                            getattr(e, "errno", None) == errno.ECONNABORTED)
         if data[:1] != tag:
             raise Deviation(f"mesh message {data[:1]!r} from rank {peer}, expected {tag!r} "
                             f"(the stand-ins disagree about the protocol step)")
         return struct.unpack(fmt, data[1:])
 
-    def _peer_died(self, peer, message):
+    def _peer_died(self, peer, message, fenced=False):
         """A connection to `peer` broke. Without --ring-stall every survivor fails at once. With
         it, the survivors behave as in Gloo's ring (spec facts of issue 15): rank 0 tells the
         others which rank died; the dead rank's ring predecessor (it sends to the dead one) fails
         at once ("Connection reset by peer"), every other survivor blocks in its receive until
-        HOROVOD_GLOO_TIMEOUT_SECONDS."""
+        HOROVOD_GLOO_TIMEOUT_SECONDS. `fenced`: the socket was destroyed on this side (ss -K:
+        ECONNABORTED, "Software caused connection abort"), as etrun does to every survivor's
+        sockets to a lost host (issue 20): then the dead rank's ring successor, whose pending
+        receive was on such a socket, fails at once too."""
         if not Ctx.ring_stall:
             raise HorovodInternalError(message, peer)
         if self.rank == 0:
             for other in sorted(self.conns):
                 if other != peer:
                     try:
-                        self.conns[other].sendall(b"X" + struct.pack("<q", peer))
+                        self.conns[other].sendall(b"X" + struct.pack("<qB", peer, int(fenced)))
                     except OSError:
                         pass
-        self._ring_fail(peer, message)
+        self._ring_fail(peer, message, fenced)
 
-    def _ring_fail(self, dead, message):
-        if self.rank != (dead - 1) % self.size:
+    def _ring_fail(self, dead, message, fenced=False):
+        neighbours = {(dead - 1) % self.size} | ({(dead + 1) % self.size} if fenced else set())
+        if self.rank not in neighbours:
             log(f"ring stall: rank {dead} died; blocked in a recv for {Ctx.gloo_timeout:g} s")
             time.sleep(Ctx.gloo_timeout)
             message = f"Timed out waiting {Ctx.gloo_timeout * 1000:.0f}ms for recv operation to complete"

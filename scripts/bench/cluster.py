@@ -1,0 +1,149 @@
+"""Benchmarks across hosts with their own addresses, names and interfaces: the cluster test bed
+(scripts/testbed.py: K network namespaces h1..hK, each with its own sshd, eth0 and 198.18
+address; the launcher's side is a bridge). No network flag is given to etrun anywhere.
+
+  launch    K = 2, 4, 8 hosts, one `/bin/true` rank each, launch + teardown (hyperfine, mean):
+            etrun, mpirun (Open MPI's ssh launcher) and the floor: K `ssh hI /bin/true` in
+            parallel. Target: etrun within 1.2x of the floor at every K.
+  elastic   Horovod-protocol stand-ins (1.5 s start-up, Gloo-ring stall, 30 s Gloo timeout) on
+            h1,h2 -> h1,h2,h3 -> h1,h3: first step, scale-up and scale-down training stalls.
+            Targets: stalls <= 0.25 s.
+  partition h3's link cut mid-training (discovery still lists it): cut -> first step of the
+            smaller world. Target: <= 5 s (Gloo's timeout would be 30 s).
+
+Sessions run as root, whose ~/.bashrc here runs `pyenv init` (~0.36 s): every SSH session pays
+it, the floor's and etrun's once per rank, mpirun's once per host.
+usage: cluster.py ETRUN [launch] [elastic] [partition]   (default: all three)
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, HERE)
+import testbed  # noqa: E402
+from elastic import STANDIN, Lines, discovery  # noqa: E402
+
+
+def launch(bed, etrun, runs):
+    ok = True
+    for k in (2, 4, 8):
+        names = [h.name for h in bed.hosts[:k]]
+        hosts = ",".join(f"{n}:1" for n in names)
+        floor = "bash -c 'p=; for h in %s; do ssh $h /bin/true & p=\"$p $!\"; done; " \
+                "for x in $p; do wait $x || exit 1; done'" % " ".join(names)
+        cmds = [("floor", floor), ("etrun", f"{etrun} -np {k} -H {hosts} /bin/true")]
+        if shutil.which("mpirun"):
+            cmds.append(("mpirun", f"mpirun --oversubscribe --mca routed direct -np {k} "
+                                   f"-H {','.join(names)} /bin/true"))
+        out = tempfile.mktemp(suffix=".json")
+        argv = ["hyperfine", "-N", "--warmup", "2", "--runs", str(runs), "--export-json", out]
+        for name, cmd in cmds:
+            argv += ["-n", name, cmd]
+        env = bed.env(dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+        subprocess.run(bed.exec_argv(argv), env=env, check=True, stdout=subprocess.DEVNULL)
+        r = {x["command"]: x["mean"] for x in json.load(open(out))["results"]}
+        os.unlink(out)
+        ratio = r["etrun"] / r["floor"]
+        ok = ok and ratio <= 1.2
+        mpi = f", mpirun {r['mpirun'] * 1e3:.0f} ms" if "mpirun" in r else ""
+        print(f"  K={k}: floor {r['floor'] * 1e3:.0f} ms, etrun {r['etrun'] * 1e3:.0f} ms "
+              f"({ratio:.2f}x the floor, target <= 1.2){mpi}: {'PASS' if ratio <= 1.2 else 'FAIL'}")
+    return ok
+
+
+def start_job(bed, etrun, hosts, extra=()):
+    set_hosts, script = discovery(hosts)
+    env = bed.env(dict(os.environ, HOROVOD_GLOO_TIMEOUT_SECONDS="30"))
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        bed.exec_argv([etrun, "-np", str(len(hosts)), "--min-np", "1", "--discovery-interval", "0.1",
+                       "--host-discovery-script", script, *extra, "/usr/bin/python3", STANDIN,
+                       "--steps", "1000000", "--step-seconds", "0.05", "--timeout", "120",
+                       "--startup-seconds", "1.5", "--ring-stall"]),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
+    out = Lines(proc.stdout)
+    Lines(proc.stderr)
+    return proc, out, set_hosts, start
+
+
+def stop(proc):
+    proc.terminate()
+    proc.wait(timeout=60)
+
+
+def elastic(bed, etrun):
+    proc, out, set_hosts, start = start_job(bed, etrun, ["h1", "h2"])
+    ms = lambda s: f"{s * 1000:.0f} ms"
+    try:
+        first = out.first(r"<stdout>:step 0 rank") - start
+        stalls = {}
+        for name, names, size in (("up", ["h1", "h2", "h3"], 3), ("down", ["h1", "h3"], 2)):
+            time.sleep(1.0)
+            changed = set_hosts(names)
+            step = out.first(rf"<stdout>:step \d+ rank \d+ size {size}$", after=changed)
+            stalls[name] = step - out.last_before(r"<stdout>:step \d+ rank", step)
+    finally:
+        stop(proc)
+    ok = max(stalls.values()) <= 0.25
+    print(f"  first step {ms(first)} (workers start in 1.5 s); scale-up stall {ms(stalls['up'])}, "
+          f"scale-down stall {ms(stalls['down'])} (target <= 250 ms): {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
+def partition(bed, etrun, tries):
+    ok = True
+    for _ in range(tries):
+        proc, out, set_hosts, _ = start_job(bed, etrun, ["h1", "h2", "h3"])
+        try:
+            out.first(r"<stdout>:step \d+ rank \d+ size 3$")
+            time.sleep(1.5)  # past the heartbeat's start: a steady world
+            cut = time.monotonic()
+            bed.cut("h3")
+            try:
+                step = out.first(r"<stdout>:step \d+ rank \d+ size 2$", after=cut, timeout=60)
+            finally:
+                bed.heal("h3")
+        finally:
+            stop(proc)
+        took = step - cut
+        ok = ok and took <= 5
+        print(f"  link cut -> first step of the smaller world {took * 1000:.0f} ms "
+              f"(target <= 5 s; Gloo's timeout 30 s): {'PASS' if took <= 5 else 'FAIL'}")
+    return ok
+
+
+def main():
+    etrun = os.path.realpath(sys.argv[1])
+    parts = sys.argv[2:] or ["launch", "elastic", "partition"]
+    work = tempfile.mkdtemp(prefix="etrun-bench-bed-")
+    try:
+        bed = testbed.up(os.path.join(work, "bed"), hosts=8)
+    except testbed.Unsupported as e:
+        print(e)
+        sys.exit(testbed.SKIP_EXIT)
+    ok = True
+    try:
+        if "launch" in parts:
+            print("launch + teardown, one /bin/true per host:")
+            ok = launch(bed, etrun, int(os.environ.get("RUNS", "10"))) and ok
+        if "elastic" in parts:
+            print("elastic 2 -> 3 -> 2 across hosts (stand-ins as Horovod):")
+            ok = elastic(bed, etrun) and ok
+        if "partition" in parts:
+            print("partition of one of 3 hosts:")
+            ok = partition(bed, etrun, int(os.environ.get("TRIES", "3"))) and ok
+    finally:
+        bed.down()
+        shutil.rmtree(work, ignore_errors=True)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
