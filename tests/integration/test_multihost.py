@@ -21,6 +21,11 @@ from testbed import bed_fixture
 
 HOROVOD_STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "horovod_standin.py")
 
+
+def testbed_script():
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "scripts", "testbed.py")
+
 bed = bed_fixture(hosts=3)
 
 # Every stdout line a stand-in writes (elastic_standin.py's docstring), after etrun's prefix.
@@ -268,3 +273,22 @@ def test_a_pool_job_trains_on_the_pools_hosts(bed, tmp_path, marker_env):
         pool.send_signal(signal.SIGTERM)
         pool.wait(timeout=20)
     assert processes_with_marker(marker) == []
+
+
+def test_a_host_with_no_route_to_the_launcher_fails_in_one_line(bed):
+    # Ranks through a remote shell that needs no network (nsenter into the host, as kubectl exec
+    # goes through an API server): h2 has lost its route to the launcher, so its rank says so in
+    # one line instead of timing out in Gloo's rendezvous; h1's rank is stopped, the job exits 255.
+    h2 = bed.host("h2")
+    subnet = bed.launcher_address.rsplit(".", 1)[0] + ".0/24"
+    shell = f"/usr/bin/python3 {testbed_script()} host --dir {bed.dir} {{host}} --"
+    assert bed.run_host("h2", ["ip", "route", "del", subnet, "dev", "eth0"]).returncode == 0
+    try:
+        r = bed.run_launcher([ETRUN, "-np", "2", "-H", "h1:1,h2:1", "--remote-shell", shell, PYTHON,
+                              HOROVOD_STANDIN], timeout=120)
+    finally:
+        bed.run_host("h2", ["ip", "route", "add", subnet, "dev", "eth0", "src", h2.address])
+    assert r.returncode == 255, r.stderr
+    assert (f"[1]<stderr>:etrun: error: host h2 has no route to the launcher at "
+            f"{bed.launcher_address}: name the launcher's interface the hosts reach with "
+            f"--network-interface") in r.stderr.splitlines(), r.stderr
