@@ -15,6 +15,7 @@
 #include "cli/flag_checks.h"
 #include "cli/flag_table.h"
 #include "cli/flag_validators.h"
+#include "cli/slurm_hosts.h"
 #include "launcher/mpi/mpi_policy.h"
 
 #ifndef ETRUN_VERSION
@@ -178,6 +179,10 @@ void FlagTable::AddGeneral(JobConfig* c) {
        "Starts remote ranks by running this command instead of SSH, {host} replaced by the "
        "host, e.g. 'kubectl exec -i {host} -n ns --' (as mpirun's plm_rsh_agent).")
       ->type_name("COMMAND");
+  Switch("--ignore-slurm",
+         "Inside a Slurm allocation with no -H, --hostfile or discovery script: run on this "
+         "machine only, as outside one (default: the allocation's nodes, ranks through srun).",
+         [c] { c->ignore_slurm = true; });
   Switch("--ssh-strict-host-keys",
          "Refuses hosts missing from ~/.ssh/known_hosts (default: accept them with a warning, "
          "as horovodrun's StrictHostKeyChecking=no; a changed key is always refused).",
@@ -491,7 +496,8 @@ bool Contains(const std::vector<std::string>& tokens, const std::string& token) 
 }
 
 // ParseArgs without the guard against CLI11 errors in building the table.
-ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig* config) {
+ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig* config,
+                                const std::vector<std::string>& env) {
   JobConfig parsed;
   FlagTable table(&parsed);
   std::string err;
@@ -503,7 +509,7 @@ ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig*
   if (Contains(normalized.options, "--check-build")) return Exit(0, CheckBuildText(), "");
 
   if (!table.Parse(normalized.options, &err) || !CheckExclusions(table, &err) ||
-      !CheckLaunchValues(table, parsed, &err) || !CheckTunables(table, parsed.tunables, &err) ||
+      !UseSlurmAllocation(table, env, &parsed, &err) || !CheckLaunchValues(table, parsed, &err) || !CheckTunables(table, parsed.tunables, &err) ||
       !CollectNics(table, &parsed.network_interfaces, &err) ||
       !CollectAllowed(table, &parsed.rendezvous_allow, &err)) {
     return UsageError(err);
@@ -516,7 +522,10 @@ ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig*
   parsed.command = std::move(normalized.command);
   // Read once, here. A bad list is no usage error: the runtime reports host_list_error as the
   // job's cause (job_start and job_end in the events file, exit 2), as it did when it parsed.
-  ReadHostList(parsed.hosts, table.hostfile(), &parsed.host_list, &parsed.host_list_error);
+  // An allocation's hosts were read by UseSlurmAllocation.
+  if (parsed.slurm_job.empty()) {
+    ReadHostList(parsed.hosts, table.hostfile(), &parsed.host_list, &parsed.host_list_error);
+  }
 
   ParseOutcome outcome;
   const std::pair<const char*, const char*> deprecated[] = {
@@ -542,9 +551,10 @@ ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig*
 
 }  // namespace
 
-ParseOutcome ParseArgs(const std::vector<std::string>& args, JobConfig* config) {
+ParseOutcome ParseArgs(const std::vector<std::string>& args, JobConfig* config,
+                       const std::vector<std::string>& env) {
   try {
-    return ParseArgsUnguarded(args, config);
+    return ParseArgsUnguarded(args, config, env);
   } catch (const CLI::Error& e) {  // a broken flag table (CLI::ConstructionError): our bug
     return Exit(1, "", std::string("etrun: internal error: flag table: ") + e.what() + "\n");
   }
@@ -552,7 +562,9 @@ ParseOutcome ParseArgs(const std::vector<std::string>& args, JobConfig* config) 
 
 int ParseFlags(int argc, const char* const* argv, JobConfig* config) {
   const std::vector<std::string> args(argv, argv + argc);
-  const ParseOutcome outcome = ParseArgs(args, config);
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  const ParseOutcome outcome = ParseArgs(args, config, env);
   std::cout << outcome.out << std::flush;
   std::cerr << outcome.err << std::flush;
   return outcome.exit_code;

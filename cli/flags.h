@@ -48,7 +48,9 @@ struct ParseOutcome {
 // gives exit_code 1 and an "etrun: internal error: ..." line). *config is overwritten only when
 // exit_code is -1; after help, version, check-build (exit 0) or a usage error (exit 2) it is
 // unchanged.
-ParseOutcome ParseArgs(const std::vector<std::string>& args, JobConfig* config);
+// `env` ("K=V", the launcher's environment) is read for a Slurm allocation only (cli/slurm_hosts.h).
+ParseOutcome ParseArgs(const std::vector<std::string>& args, JobConfig* config,
+                       const std::vector<std::string>& env = {});
 
 // For main(): ParseArgs on argv, then prints out to stdout and err to stderr. Returns the exit
 // code main() should return now, or -1 to go on with *config.

@@ -95,6 +95,8 @@ struct JobConfig {
   int ssh_connect_timeout_s = 10;              // --ssh-connect-timeout (etrun)
   double host_timeout_s = 3;                   // --lost-host-timeout (etrun)
   bool ssh_strict_host_keys = false;           // --ssh-strict-host-keys (etrun)
+  bool ignore_slurm = false;                   // --ignore-slurm (etrun)
+  std::string slurm_job;                       // the allocation the hosts came from (cli/slurm_hosts)
   std::string remote_shell;                    // --remote-shell CMD with {host} (etrun): not SSH
   Controller controller = Controller::kDefault;  // --gloo / --mpi / --jsrun
   bool disable_cache = false;                  // --disable-cache (etrun keeps no cache)

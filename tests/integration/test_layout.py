@@ -10,6 +10,7 @@ ALLOWED = {
     "cli": None,  # everything below
     "report": {"events"},
     "pool": {"control", "discovery", "events"},
+    "slurm": {"discovery"},
     "launcher/mpi": {"launcher", "discovery", "events", "rendezvous"},
     "launcher/ssh": {"launcher", "events"},
     "launcher": {"control", "discovery", "rendezvous", "events"},

@@ -275,13 +275,21 @@ def test_a_pool_job_trains_on_the_pools_hosts(bed, tmp_path, marker_env):
     assert processes_with_marker(marker) == []
 
 
-def test_a_host_with_no_route_to_the_launcher_fails_in_one_line(bed):
+def test_through_a_remote_shell_ranks_find_their_network_or_say_why_not(bed):
     # Ranks through a remote shell that needs no network (nsenter into the host, as kubectl exec
-    # goes through an API server): h2 has lost its route to the launcher, so its rank says so in
-    # one line instead of timing out in Gloo's rendezvous; h1's rank is stopped, the job exits 255.
+    # goes through an API server), no network flag: each is told the address of the launcher's
+    # route toward its host and finds its own eth0, an elastic job trains. Then h2 has lost its
+    # route to the launcher, so its rank says so in one line instead of timing out in Gloo's
+    # rendezvous; h1's rank is stopped, the job exits 255.
     h2 = bed.host("h2")
     subnet = bed.launcher_address.rsplit(".", 1)[0] + ".0/24"
     shell = f"/usr/bin/python3 {testbed_script()} host --dir {bed.dir} {{host}} --"
+    r = bed.run_launcher([ETRUN, "-np", "2", "--min-np", "2", "-H", "h1:1,h2:1", "--remote-shell",
+                          shell, PYTHON, STANDIN, "--steps", "5"], timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = rank_lines(r.stdout)
+    assert {rank: lines[rank][-1] for rank in lines} == {
+        rank: f"done 5 steps rank {rank} size 2" for rank in range(2)}
     assert bed.run_host("h2", ["ip", "route", "del", subnet, "dev", "eth0"]).returncode == 0
     try:
         r = bed.run_launcher([ETRUN, "-np", "2", "-H", "h1:1,h2:1", "--remote-shell", shell, PYTHON,

@@ -1,0 +1,63 @@
+// Inside a Slurm allocation: the allocation's hosts, -np and srun, unless told otherwise.
+#include "cli/slurm_hosts.h"
+
+#include <doctest/doctest.h>
+
+#include "cli/flags.h"
+
+namespace etrun::cli {
+namespace {
+
+const std::vector<std::string> kAllocation = {"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=h[1-2]",
+                                              "SLURM_TASKS_PER_NODE=2(x2)"};
+
+ParseOutcome Parse(std::vector<std::string> args, JobConfig* config,
+                   const std::vector<std::string>& env = kAllocation) {
+  args.insert(args.begin(), "etrun");
+  return ParseArgs(args, config, env);
+}
+
+TEST_CASE("inside an allocation a job takes its nodes, its slots as -np, and srun for ranks") {
+  JobConfig c;
+  REQUIRE(Parse({"python3", "train.py"}, &c).exit_code == -1);
+  CHECK(c.slurm_job == "7");
+  CHECK(c.host_list == std::vector<discovery::HostSlots>{{"h1", 2}, {"h2", 2}});
+  CHECK(c.hosts == "h1:2,h2:2");
+  CHECK(c.num_proc == 4);
+  CHECK(c.remote_shell == SrunTemplate("7"));
+  CHECK(c.remote_shell ==
+        "srun --overlap --jobid=7 --nodes=1 --ntasks=1 --nodelist={host} --quiet");
+  REQUIRE(Parse({"-np", "3", "--min-np", "2", "python3", "train.py"}, &c).exit_code == -1);
+  CHECK(c.num_proc == 3);  // -np still wins; elastic over the allocation
+  CHECK(c.host_list.size() == 2);
+}
+
+TEST_CASE("hosts given, --ignore-slurm, --mpi or a remote shell of one's own leave Slurm alone") {
+  JobConfig c;
+  REQUIRE(Parse({"-np", "2", "-H", "a:2", "python3", "t.py"}, &c).exit_code == -1);
+  CHECK(c.slurm_job.empty());
+  CHECK(c.remote_shell.empty());
+  CHECK(c.host_list == std::vector<discovery::HostSlots>{{"a", 2}});
+  ParseOutcome o = Parse({"--ignore-slurm", "python3", "t.py"}, &c);
+  CHECK(o.exit_code == 2);  // -np is required again, as outside an allocation
+  CHECK(o.err.find("-np") != std::string::npos);
+  REQUIRE(Parse({"--mpi", "python3", "t.py"}, &c).exit_code == -1);
+  CHECK(c.slurm_job == "7");
+  CHECK(c.remote_shell.empty());  // mpirun knows the allocation itself
+  REQUIRE(Parse({"--remote-shell", "ssh {host}", "python3", "t.py"}, &c).exit_code == -1);
+  CHECK(c.remote_shell == "ssh {host}");
+  REQUIRE(Parse({"-np", "1", "python3", "t.py"}, &c, {}).exit_code == -1);
+  CHECK(c.slurm_job.empty());
+}
+
+TEST_CASE("an allocation etrun cannot read is one usage error naming the variable") {
+  JobConfig c;
+  ParseOutcome o = Parse({"python3", "t.py"}, &c,
+                         {"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=h1", "SLURM_TASKS_PER_NODE=x"});
+  CHECK(o.exit_code == 2);
+  CHECK(o.err == "etrun: error: inside Slurm allocation 7: SLURM_TASKS_PER_NODE=\"x\" is not like "
+                 "4(x2),2 (or give -H, or --ignore-slurm)\n");
+}
+
+}  // namespace
+}  // namespace etrun::cli
