@@ -21,9 +21,11 @@ everything of it under D/slurm and private to the bed:
     (default 4, more than the machine may have: SlurmdParameters=config_overrides), port 6818;
     one partition `bed` (the default) with every node;
   * ProctrackType=proctrack/linuxproc, TaskPlugin=task/none, no accounting, no cgroups;
-    select/cons_tres by CPU; ReturnToService=2, SlurmdTimeout=5, MessageTimeout=3,
+    select/cons_tres by CPU; ReturnToService=1, SlurmdTimeout=5, MessageTimeout=3,
     batch_sched_delay=0: nodes come up idle within a second, a batch job starts within one, a
-    node whose slurmd died is DOWN within about 15 s and back once its slurmd registers.
+    node whose slurmd died is DOWN within about 15 s and back once its slurmd registers; one
+    set DOWN by `scontrol update` stays down until State=RESUME (ReturnToService=2 would
+    return it at its slurmd's next registration, within seconds).
 Clients find the cluster through SLURM_CONF=D/slurm/slurm.conf alone (the controller's and the
 nodes' addresses are in it), on the launcher's side and on the hosts. The daemons carry
 ETRUN_SLURMBED=etbdN in their environment (slurmstepd inherits it), the jobs' processes (batch
@@ -303,8 +305,9 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 # Nodes claim more CPUs than the machine has: take the configured count, do not drain them.
 SlurmdParameters=config_overrides
-# Quick to come up, quick to notice a dead slurmd, quick to return a node to service.
-ReturnToService=2
+# Quick to come up, quick to notice a dead slurmd, quick to return it to service once its
+# slurmd registers again. Not 2: that also returns a node set DOWN by scontrol within seconds.
+ReturnToService=1
 SlurmdTimeout=5
 MessageTimeout=3
 InactiveLimit=0

@@ -75,6 +75,10 @@ def test_a_node_set_down_gets_no_job_until_resumed(cluster):
     ok(cluster.run_launcher(["scontrol", "update", "NodeName=h2", "State=DOWN", "Reason=test"]))
     try:
         assert cluster.node_states()["h2"] == "down"
+        # It stays down while its slurmd answers pings and registration requests (one or two a
+        # second with SlurmdTimeout=5; ReturnToService=2 would return it within about 4 s).
+        assert not wait_until(lambda: cluster.node_states()["h2"] != "down", timeout=6,
+                              interval=0.5)
         reason = ok(cluster.run_launcher(["sinfo", "-h", "-n", "h2", "-o", "%E"])).strip()
         assert reason == "test"
         assert sorted(ok(cluster.run_launcher(["srun", "-N2", "hostname"], timeout=30)).split()) \
@@ -99,7 +103,7 @@ def test_scancel_ends_a_running_job_and_its_processes(cluster, marker, marker_en
 
 
 def test_a_node_whose_slurmd_dies_goes_down_and_returns_once_it_is_back(cluster):
-    # SlurmdTimeout=5: slurmctld notices within seconds; ReturnToService=2: the node returns to
+    # SlurmdTimeout=5: slurmctld notices within seconds; ReturnToService=1: the node returns to
     # service as soon as its slurmd registers again.
     pid = cluster.slurmd_pid("h3")
     assert pid
