@@ -421,9 +421,10 @@ def _kill(is_marked, is_client=lambda comm, environ: False):
         time.sleep(0.01)
 
 
-def up(directory, hosts=3, cpus=4, tag=None, prefix="h", timeout=30):
-    """Starts Slurm on the bed in `directory`, making one of `hosts` hosts there first if it
-    holds none (tag and prefix are for that bed). Returns the Cluster once every node is idle.
+def up(directory, hosts=None, cpus=4, tag=None, prefix="h", timeout=30):
+    """Starts Slurm on the bed in `directory`, making one of `hosts` (default 3) hosts there
+    first if it holds none (tag and prefix are for that bed; a bed there must match hosts and
+    tag where given). Returns the Cluster once every node is idle.
     Raises Unsupported where this machine cannot run it, SlurmBedError/testbed.BedError on any
     other failure (then nothing of it is left, nor the bed if it made it)."""
     _check_supported()
@@ -434,7 +435,11 @@ def up(directory, hosts=3, cpus=4, tag=None, prefix="h", timeout=30):
         raise SlurmBedError("slurmbed: %s holds a Slurm cluster already: `slurmbed.py down --dir "
                             "%s` first" % (directory, directory))
     owns = not os.path.exists(os.path.join(directory, tb.STATE))
-    bed = tb.up(directory, hosts, prefix, tag) if owns else tb.load(directory)
+    bed = tb.up(directory, hosts or 3, prefix, tag) if owns else tb.load(directory)
+    if not owns and (hosts not in (None, len(bed.hosts)) or tag not in (None, bed.tag)):
+        raise SlurmBedError("slurmbed: the bed in %s has %d hosts and tag %d, not what --hosts/"
+                            "--tag ask for: start Slurm on it without them, or make the bed "
+                            "again" % (directory, len(bed.hosts), bed.tag))
     cluster = Cluster(bed, cpus, None, owns)
     made = False  # cluster.dir, which down() removes
     try:
@@ -482,7 +487,7 @@ def main(argv=None):
     sub = p.add_subparsers(dest="verb", required=True)
     u = sub.add_parser("up", help="start Slurm on the bed in --dir (made first if none)")
     u.add_argument("--dir", required=True)
-    u.add_argument("--hosts", type=int, default=3)
+    u.add_argument("--hosts", type=int, help="hosts of the bed made (default 3)")
     u.add_argument("--cpus", type=int, default=4, help="CPUs (slots) per node")
     u.add_argument("--prefix", default="h")
     u.add_argument("--tag", type=int)
