@@ -1,4 +1,5 @@
-# Debian packages etrun needs to build, test, benchmark and run its examples. Sourced by
+# Debian packages etrun needs to build, test, benchmark and run its examples (slurm-wlm and
+# munge: the Slurm cluster on the test bed, scripts/slurmbed.py). Sourced by
 # scripts/setup.sh and scripts/test.sh; `ensure_packages` installs only what is missing.
 ETRUN_PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
@@ -8,6 +9,7 @@ ETRUN_PACKAGES=(
   libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev
   python3 python3-pytest python3-torch python3-mpi4py strace
   hyperfine wrk time procps openssh-server openssh-client shellcheck help2man
+  slurm-wlm munge
 )
 
 ensure_packages() {

@@ -49,13 +49,15 @@ run_ctest() {  # run_ctest DIR [PYTEST_ADDOPTS [CTEST_ARGS...]]
 }
 # The sanitizer stages skip what instrumenting etrun adds little to and what costs the most time:
 # the soak (the release stage runs it), PyTorch jobs, the discovery-script
-# tests (shell scripts), the smoke program, MPI (mpirun does the work) and the 10,000-connection
-# test. TSan, whose interest is etrun's threads (output writer, SSH hosts, discovery runner,
-# rendezvous), runs the integration files that exercise them.
+# tests (shell scripts), the smoke program, MPI (mpirun does the work), the Slurm cluster on the
+# test bed (no etrun in it) and the 10,000-connection test. TSan, whose interest is etrun's
+# threads (output writer, SSH hosts, discovery runner, rendezvous), runs the integration files
+# that exercise them.
 it=$PWD/tests/integration
 skip_common="--ignore=$it/test_soak.py --ignore=$it/test_elastic_torch.py
   --ignore=$it/test_discovery_scripts.py --ignore=$it/test_smoke.py --ignore=$it/test_mpi.py
-  --ignore=$it/test_gpu.py --ignore=$it/test_install.py --ignore=$it/test_package.py -k 'not 10000_idle'"
+  --ignore=$it/test_gpu.py --ignore=$it/test_install.py --ignore=$it/test_package.py
+  --ignore=$it/test_slurmbed.py -k 'not 10000_idle'"
 asan_pytest="$skip_common"
 tsan_pytest="$skip_common --ignore=$it/test_report.py --ignore=$it/test_limits.py
   --ignore=$it/test_ssh_netns.py --ignore=$it/test_elastic_protocol.py"
