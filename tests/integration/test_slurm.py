@@ -1,0 +1,86 @@
+"""etrun inside a real Slurm allocation (tests/integration/slurmbed.py: slurmctld here, a slurmd
+per test-bed host h1..h3, each with its own network namespace, name and eth0): with no -H and no
+flags etrun takes the allocation's nodes and starts ranks there through `srun --overlap`, with no
+sshd or key involved. Skipped with one line where the machine cannot run the cluster."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import ETRUN, PYTHON, WORKER, processes_with_marker, rank_lines, wait_until
+from slurmbed import cluster_fixture
+
+cluster = cluster_fixture(hosts=3)
+
+HOROVOD_STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "horovod_standin.py")
+SHOW = f'echo "$(hostname) $HOROVOD_GLOO_IFACE $SLURM_STEP_ID"; exec {PYTHON} {HOROVOD_STANDIN}'
+
+
+def check_ranks(stdout):
+    # One rank per node, in Slurm's node order, each told its own eth0, each run as a Slurm step
+    # (SLURM_STEP_ID set: srun started it), and the Horovod-protocol rendezvous across them.
+    lines = rank_lines(stdout)
+    assert sorted(lines) == [0, 1, 2], stdout
+    for rank in range(3):
+        host, iface, step = lines[rank][0].split(" ")
+        assert (host, iface) == (f"h{rank + 1}", "eth0"), lines
+        assert re.fullmatch(r"\d+", step), lines
+        assert lines[rank][1:] == [f"rendezvous ok rank {rank}"], lines
+
+
+def test_inside_salloc_ranks_run_on_the_allocations_nodes_through_srun(cluster, marker_env):
+    # salloc's shell runs on the launching machine, which is no node: every rank goes through
+    # srun; -np defaults to the allocation's slots (one per node here).
+    marker = next(iter(marker_env.values()))
+    r = cluster.run_launcher(["salloc", "-N3", ETRUN, "sh", "-c", SHOW],
+                             env=dict(os.environ, **marker_env), timeout=120)
+    assert r.returncode == 0, r.stderr
+    check_ranks(r.stdout)
+    assert "etrun: " not in r.stderr, r.stderr  # no warning, no error
+    assert wait_until(lambda: processes_with_marker(marker) == [], timeout=20)
+
+
+def test_an_sbatch_job_runs_etrun_on_its_first_node_and_the_others_through_srun(cluster, tmp_path):
+    # The batch script runs on h1: h1's rank is a local process, h2's and h3's srun steps.
+    out = tmp_path / "job.out"
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/sh\n{ETRUN} sh -c '{SHOW}'\necho \"etrun exit $?\"\n")
+    script.chmod(0o755)
+    r = cluster.run_launcher(["sbatch", "-N3", "-o", str(out), str(script)], timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert wait_until(lambda: out.exists() and "etrun exit" in out.read_text(), timeout=90), \
+        out.read_text() if out.exists() else "no output file"
+    text = out.read_text()
+    assert "etrun exit 0" in text, text
+    lines = rank_lines(text)
+    assert lines[0][0].split(" ")[:2] == ["h1", "eth0"], text
+    assert lines[0][0].split(" ")[2] == "", text  # local to the batch step: no srun
+    assert [lines[r][0].split(" ")[:2] for r in (1, 2)] == [["h2", "eth0"], ["h3", "eth0"]], text
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_etrun_stopped_or_killed_inside_salloc_leaves_nothing_on_any_node(cluster, marker_env, sig):
+    # SIGTERM: etrun stops its ranks (the stubs close srun's stdin, the wrapper stops the rank).
+    # SIGKILL: the stubs die with etrun (parent-death signal), srun with them, and Slurm's step
+    # cleanup ends what ran on the nodes.
+    marker = next(iter(marker_env.values()))
+    proc = subprocess.Popen(cluster.exec_argv(["salloc", "-N3", ETRUN, PYTHON, WORKER, "sleep"]),
+                            env=cluster.env(dict(os.environ, **marker_env)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    ready = 0
+    while ready < 3:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        ready += line.endswith(b"ready\n")
+    etrun = [p for p in processes_with_marker(marker)  # etrun itself, not its stubs (__...)
+             if open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")[:2] == [ETRUN.encode(), PYTHON.encode()]]
+    assert etrun
+    started = time.monotonic()
+    os.kill(min(etrun), sig)  # etrun, not its guardian (forked later)
+    proc.communicate(timeout=60)
+    assert wait_until(lambda: processes_with_marker(marker) == [], timeout=30), \
+        [open(f"/proc/{p}/cmdline").read() for p in processes_with_marker(marker)]
+    assert time.monotonic() - started < 60
