@@ -257,7 +257,9 @@ void CloseSshConnection(SshConnection* c) {
   if (c->ssh != nullptr) {
     // Best effort and short: the peer may be gone.
     AwaitSsh(c, [&] { return libssh2_session_disconnect(c->ssh, "etrun is done"); }, 200);
-    libssh2_session_free(c->ssh);
+    // Freeing closes the channels still open, which may have to wait for the socket (EAGAIN):
+    // without retrying, the session and its channels would be left allocated.
+    AwaitSsh(c, [&] { return libssh2_session_free(c->ssh); }, 200);
     c->ssh = nullptr;
   }
   if (c->sock >= 0) close(c->sock);

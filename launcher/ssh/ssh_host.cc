@@ -196,6 +196,10 @@ void SshHost::State::CheckLiveness() {
 }
 
 void SshHost::State::CloseSession(Session* s) {
+  if (s->heartbeat != nullptr) {
+    AwaitSsh(s, [&] { return libssh2_channel_free(s->heartbeat); }, 200);
+    s->heartbeat = nullptr;
+  }
   CloseSshConnection(s);
   std::erase_if(sessions, [s](const std::unique_ptr<Session>& x) { return x.get() == s; });
 }
@@ -249,6 +253,9 @@ void SshHost::State::LoseSession(Session* s, const std::string& why) {
   }
   spdlog::debug("{}: connection lost: {}", Label(), why);
   unreachable->store(true);
+  // Nothing more goes over a lost connection: with the socket shut, libssh2's goodbyes fail at
+  // once instead of waiting for room to send (EAGAIN), so the session and its channels are freed.
+  if (s->sock >= 0) shutdown(s->sock, SHUT_RDWR);
   CloseSession(s);
 }
 
