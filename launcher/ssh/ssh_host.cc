@@ -55,7 +55,8 @@ struct Session : SshConnection {
 };
 
 // Runs on the host for Session::heartbeat; ends with the channel (echo fails once it closes).
-constexpr char kHeartbeatCommand[] = "while echo; do sleep 1; done";
+// Through sh: the login shell that runs it may be csh or fish.
+constexpr char kHeartbeatCommand[] = "exec sh -c 'while echo; do sleep 1; done'";
 // A session's heartbeat starts once it has carried ranks this long: a short job never pays for
 // the extra remote shell (its login scripts run too), and until then TCP finds a cut link.
 constexpr std::chrono::seconds kHeartbeatAfter{1};
