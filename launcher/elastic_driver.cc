@@ -111,6 +111,9 @@ void ElasticDriver::ApplyHosts(std::vector<discovery::HostSlots> parsed, TimePoi
   if (flags == discovery::kNoUpdate) {
     flags = plan.size() > assignment_.size() ? discovery::kAdded : discovery::kRemoved;
   }
+  // Workers already starting ahead for this plan: rank 0 is told once, when they are in (a
+  // poll between that notification and the reset must not queue a second one).
+  if (ahead_ && ahead_->plan == plan) return;
   spdlog::debug("host change seen (flags {}): {} slots available", flags, available);
   if (options_.restart_all) return BeginRestart("the hosts changed");
   pending_flags_ |= flags;
