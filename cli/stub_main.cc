@@ -18,12 +18,12 @@ int StubMain(int argc, char** argv) {
     return launcher::RunSshRank(argv[2], argv[3], argv[4]);
   }
   if (mode == launcher::kRemoteShellRankMode) {
-    if (argc != 4) {  // mode, host, command line (RemoteShellRankArgs)
+    if (argc != 5) {  // mode, host, command line, exit status (RemoteShellRankArgs)
       fprintf(stderr, "etrun: error: %s is etrun's internal remote-shell helper mode\n",
               launcher::kRemoteShellRankMode);
       return 2;
     }
-    return launcher::RunRemoteShellRank(argv[2], argv[3]);
+    return launcher::RunRemoteShellRank(argv[2], argv[3], std::string(argv[4]) == "record");
   }
   return -1;
 }

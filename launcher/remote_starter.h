@@ -32,6 +32,9 @@ struct RemoteRank {
   std::vector<std::string> argv;  // the command
   double grace_s = 5;             // SIGTERM to SIGKILL when the rank is stopped
   HostNetwork network;
+  // The wrapper's last line on stderr is the rank's exit status (remote_shell.h's ExitRecord), for
+  // remote shells that do not pass it on faithfully (srun exits 0 when its node fails).
+  bool exit_record = false;
 };
 
 class RemoteStarter {

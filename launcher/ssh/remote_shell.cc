@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "launcher/child.h"
@@ -44,15 +45,99 @@ std::string RemoteShellCommand(const std::string& remote_shell, const std::strin
   return "exec " + line + " sh -c " + ShellQuote(remote_command);
 }
 
-std::vector<std::string> RemoteShellRankArgs(const std::string& host,
-                                             const std::string& command_line) {
-  return {kRemoteShellRankMode, host, command_line};
+bool UsesExitRecord(const std::string& remote_shell) {
+  size_t begin = remote_shell.find_first_not_of(" \t");
+  if (begin == std::string::npos) return false;
+  size_t end = remote_shell.find_first_of(" \t", begin);
+  std::string program = remote_shell.substr(begin, end == std::string::npos ? end : end - begin);
+  size_t slash = program.rfind('/');
+  return (slash == std::string::npos ? program : program.substr(slash + 1)) == "srun";
 }
 
-int RunRemoteShellRank(const std::string& host_text, const std::string& command_line) {
+std::string ExitRecordFilter::Feed(std::string_view piece) {
+  static constexpr std::string_view kPrefix = kExitRecord;
+  held_.append(piece);
+  std::string out;
+  size_t from = 0;
+  while (true) {
+    size_t at = held_.find(kPrefix, from);
+    if (at == std::string::npos) break;
+    size_t nl = held_.find('\n', at + kPrefix.size());
+    if (nl == std::string::npos) {  // the rest of the record comes with the next piece
+      out.append(held_, from, at - from);
+      held_.erase(0, at);
+      return out;
+    }
+    out.append(held_, from, at - from);
+    int code = 0;
+    bool digits = nl > at + kPrefix.size();
+    for (size_t i = at + kPrefix.size(); i < nl && digits; ++i) {
+      digits = held_[i] >= '0' && held_[i] <= '9' && code < 1000;
+      code = code * 10 + (held_[i] - '0');
+    }
+    if (digits) {
+      code_ = code;
+    } else {
+      out.append(held_, at, nl + 1 - at);  // not a record after all: passed on as it is
+    }
+    from = nl + 1;
+  }
+  // Hold back a tail that may be the start of a record.
+  size_t keep = 0;
+  for (size_t n = std::min(kPrefix.size() - 1, held_.size() - from); n > 0; --n) {
+    if (std::string_view(held_).substr(held_.size() - n) == kPrefix.substr(0, n)) {
+      keep = n;
+      break;
+    }
+  }
+  out.append(held_, from, held_.size() - from - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+std::string ExitRecordFilter::Finish() {
+  std::string rest;
+  rest.swap(held_);
+  return rest;
+}
+
+std::vector<std::string> RemoteShellRankArgs(const std::string& host,
+                                             const std::string& command_line, bool exit_record) {
+  return {kRemoteShellRankMode, host, command_line, exit_record ? "record" : "status"};
+}
+
+namespace {
+
+void WriteAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // etrun is gone: the rest has no reader
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Passes the command's stderr on to ours without its exit record; returns at its end.
+void PassStderr(int fd, ExitRecordFilter* filter) {
+  char buffer[16384];
+  while (true) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    WriteAll(STDERR_FILENO, filter->Feed(std::string_view(buffer, static_cast<size_t>(n))));
+  }
+  WriteAll(STDERR_FILENO, filter->Finish());
+}
+
+}  // namespace
+
+int RunRemoteShellRank(const std::string& host_text, const std::string& command_line,
+                       bool exit_record) {
   const char* host = host_text.c_str();
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
+  int err_fds[2] = {-1, -1};
+  if (pipe2(fds, O_CLOEXEC) != 0 || (exit_record && pipe2(err_fds, O_CLOEXEC) != 0)) {
     fprintf(stderr, "etrun: error: remote shell for %s: cannot create a pipe: %s\n", host,
             strerror(errno));
     return kRemoteShellFailure;
@@ -67,11 +152,13 @@ int RunRemoteShellRank(const std::string& host_text, const std::string& command_
   ChildOptions options;
   options.death_signal = SIGKILL;
   options.stdin_fd = fds[0];
+  options.stderr_fd = err_fds[1];
   Child child;
   std::string err;
   bool started = StartChild("/bin/sh", {"sh", "-c", command_line}, CurrentEnvironment(), options,
                             &child, &err) && AwaitExec(&child, &err);
   close(fds[0]);
+  if (err_fds[1] >= 0) close(err_fds[1]);
   g_stdin_w = fds[1];
   struct sigaction sa = {};
   sa.sa_handler = OnStop;
@@ -83,9 +170,26 @@ int RunRemoteShellRank(const std::string& host_text, const std::string& command_
     fprintf(stderr, "etrun: error: remote shell for %s: %s\n", host, err.c_str());
     return kRemoteShellFailure;
   }
+  ExitRecordFilter filter;
+  if (exit_record) {
+    PassStderr(err_fds[0], &filter);
+    close(err_fds[0]);
+  }
   pid_t pid = child.pid;
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (exit_record) {
+    if (filter.seen()) return filter.code();
+    if (WIFSIGNALED(status)) {
+      fprintf(stderr, "etrun: error: remote shell for %s was killed by signal %d: the host's ranks "
+              "are lost\n", host, WTERMSIG(status));
+    } else {
+      fprintf(stderr, "etrun: error: the srun step on %s ended (exit %d) without the rank's exit "
+              "status: its node failed or the step was cancelled; the host's ranks are lost\n",
+              host, WEXITSTATUS(status));
+    }
+    return kRemoteShellFailure;
   }
   if (WIFSIGNALED(status)) {
     fprintf(stderr, "etrun: error: remote shell for %s was killed by signal %d: the host's ranks "

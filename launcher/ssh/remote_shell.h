@@ -10,10 +10,15 @@
 // grace period); if the stub, the command or etrun dies, the channel closes with the same effect.
 // The stub exits with the command's exit code; 255 (ssh's convention) when the remote shell
 // itself was killed or failed with 255, which etrun reads as the host being unreachable.
+// Slurm's srun exits 0 when the node under its step fails ("srun: error: Node failure on h3"),
+// so through srun the exit status travels in band: the remote wrapper's last line on stderr is an
+// exit record, which the stub takes out of the stream; a step that ends without one lost its
+// host (255).
 #ifndef ETRUN_LAUNCHER_SSH_REMOTE_SHELL_H_
 #define ETRUN_LAUNCHER_SSH_REMOTE_SHELL_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace etrun::launcher {
@@ -24,6 +29,29 @@ inline constexpr char kRemoteShellRankMode[] = "__remote_shell_rank";
 // The exit code that means "the remote shell failed, not the rank" (as ssh's).
 inline constexpr int kRemoteShellFailure = 255;
 
+// The exit record: this prefix, the exit code in decimal, a newline (kExitRecordShell: the same
+// prefix as printf's format writes it).
+inline constexpr char kExitRecord[] = "\036etrun-exit ";
+inline constexpr char kExitRecordShell[] = "\\036etrun-exit ";
+
+// Whether ranks through `remote_shell` report their exit status with a record: its program is
+// srun (etrun's own template inside an allocation, or the user's).
+bool UsesExitRecord(const std::string& remote_shell);
+
+// Takes exit records out of a stream fed in pieces: Feed returns what to pass on (everything
+// else, in order, with at most a record's prefix held back until the next piece).
+class ExitRecordFilter {
+ public:
+  std::string Feed(std::string_view piece);
+  std::string Finish();  // at the end of the stream: what was held back
+  bool seen() const { return code_ >= 0; }
+  int code() const { return code_; }  // the last record's; -1: none
+
+ private:
+  std::string held_;
+  int code_ = -1;
+};
+
 // Whether `remote_shell` names the host with {host}. Returns false and sets *err otherwise.
 bool CheckRemoteShell(const std::string& remote_shell, std::string* err);
 
@@ -31,12 +59,16 @@ bool CheckRemoteShell(const std::string& remote_shell, std::string* err);
 std::string RemoteShellCommand(const std::string& remote_shell, const std::string& host,
                                const std::string& remote_command);
 
-// The stub's argv after the program path: the mode, the host (for messages) and the command line.
-std::vector<std::string> RemoteShellRankArgs(const std::string& host, const std::string& command_line);
+// The stub's argv after the program path: the mode, the host (for messages), the command line and
+// whether its exit status comes as an exit record.
+std::vector<std::string> RemoteShellRankArgs(const std::string& host, const std::string& command_line,
+                                             bool exit_record);
 
 // The stub (RemoteShellRankArgs, parsed by cli/stub_main.h): runs `command_line` (which reaches
-// `host`) with a pipe as its stdin; returns the exit code to exit with.
-int RunRemoteShellRank(const std::string& host, const std::string& command_line);
+// `host`) with a pipe as its stdin; returns the exit code to exit with. With `exit_record`, the
+// command's stderr passes through the stub, which takes the record out and exits with its code,
+// or with kRemoteShellFailure (one line) when the command ended without one.
+int RunRemoteShellRank(const std::string& host, const std::string& command_line, bool exit_record);
 
 }  // namespace etrun::launcher
 

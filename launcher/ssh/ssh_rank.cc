@@ -1,6 +1,7 @@
 #include "launcher/ssh/ssh_rank.h"
 
 #include "launcher/child.h"
+#include "launcher/ssh/remote_shell.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -25,7 +26,7 @@ constexpr char kWrapper[] =
     "setsid \"$@\" & p=$!; "
     "setsid sh -c 'cat >/dev/null; kill -TERM -\"$1\" 2>/dev/null; sleep \"$2\"; "
     "kill -KILL -\"$1\" 2>/dev/null' etrun-watch \"$p\" \"$g\" <&3 >/dev/null 2>&1 & w=$!; "
-    "exec 3<&-; wait \"$p\"; s=$?; kill -KILL -\"$w\" 2>/dev/null; exit $s";
+    "exec 3<&-; wait \"$p\"; s=$?; kill -KILL -\"$w\" 2>/dev/null; ";
 
 // Prints the name of the interface whose route (in /proc/net/route's format, from a little-endian
 // machine) best matches the IPv4 address `a`: the longest mask, then the lowest metric; "lo" for
@@ -91,7 +92,10 @@ std::string RemoteCommand(const RemoteRank& rank, bool ssh_connection) {
   for (const std::string& kv : rank.env) cmd += " " + ShellQuote(kv);
   char grace[32];
   snprintf(grace, sizeof(grace), "%g", rank.grace_s);
-  cmd += " sh -c " + ShellQuote(HostNetworkScript(rank, ssh_connection) + kWrapper) + " etrun-rank " + ShellQuote(grace);
+  std::string wrapper = HostNetworkScript(rank, ssh_connection) + kWrapper;
+  if (rank.exit_record) wrapper += "printf '" + std::string(kExitRecordShell) + "%d\\n' \"$s\" >&2; ";
+  wrapper += "exit $s";
+  cmd += " sh -c " + ShellQuote(wrapper) + " etrun-rank " + ShellQuote(grace);
   for (const std::string& a : rank.argv) cmd += " " + ShellQuote(a);
   return cmd;
 }

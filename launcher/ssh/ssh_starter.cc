@@ -21,11 +21,21 @@ std::string SelfPath() {
 bool SshStarter::StubArgv(const RemoteRank& rank, std::vector<std::string>* argv, std::string* err) {
   // Over libssh2 the wrapper can read the launcher address from SSH_CONNECTION; a remote shell
   // may pass through other machines (ssh -J, kubectl), so its ranks are told the address.
-  std::string command = RemoteCommand(rank, /*ssh_connection=*/config_.remote_shell.empty());
+  // Through srun the exit status comes as a record (remote_shell.h): srun exits 0 when its node
+  // fails.
+  bool record = !config_.remote_shell.empty() && UsesExitRecord(config_.remote_shell);
+  std::string command;
+  if (record) {
+    RemoteRank recorded = rank;
+    recorded.exit_record = true;
+    command = RemoteCommand(recorded, /*ssh_connection=*/false);
+  } else {
+    command = RemoteCommand(rank, /*ssh_connection=*/config_.remote_shell.empty());
+  }
   *argv = {SelfPath()};
   if (!config_.remote_shell.empty()) {  // through a command such as kubectl exec
     for (std::string& a : RemoteShellRankArgs(
-             rank.host, RemoteShellCommand(config_.remote_shell, rank.host, command))) {
+             rank.host, RemoteShellCommand(config_.remote_shell, rank.host, command), record)) {
       argv->push_back(std::move(a));
     }
     return true;

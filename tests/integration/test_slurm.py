@@ -12,6 +12,8 @@ import pytest
 
 from conftest import ETRUN, PYTHON, WORKER, processes_with_marker, rank_lines, wait_until
 from slurmbed import cluster_fixture
+from test_elastic_protocol import STANDIN, sizes_in_order
+from test_multihost import BedJob, marked_on
 
 cluster = cluster_fixture(hosts=3)
 
@@ -84,3 +86,50 @@ def test_etrun_stopped_or_killed_inside_salloc_leaves_nothing_on_any_node(cluste
     assert wait_until(lambda: processes_with_marker(marker) == [], timeout=30), \
         [open(f"/proc/{p}/cmdline").read() for p in processes_with_marker(marker)]
     assert time.monotonic() - started < 60
+
+
+class SlurmJob(BedJob):
+    """An elastic job under `salloc -N<n> --no-kill` (a node failure does not end the allocation),
+    etrun taking the allocation's nodes with no host flags."""
+
+    def __init__(self, cluster, tmp_path, marker_env, nodes, steps, extra=(), env=None):
+        self.bed = cluster.bed
+        self.events = tmp_path / "events.jsonl"
+        self.out_path = tmp_path / "out.txt"
+        self.err_path = tmp_path / "err.txt"
+        cmd = ["salloc", f"-N{nodes}", "--no-kill", ETRUN, "--min-np", "2", "--events-file",
+               str(self.events), *extra, PYTHON, STANDIN, "--steps", str(steps), "--step-seconds",
+               "0.05", "--timeout", "120"]
+        self.proc = subprocess.Popen(cluster.exec_argv(cmd),
+                                     env=cluster.env(dict(os.environ, **marker_env, **(env or {}))),
+                                     stdout=open(self.out_path, "wb"), stderr=open(self.err_path, "wb"),
+                                     stdin=subprocess.DEVNULL)
+
+
+def scontrol(cluster, *args):
+    r = cluster.run_launcher(["scontrol", *args], timeout=30)
+    assert r.returncode == 0, r.stderr
+
+
+def test_an_elastic_job_survives_a_node_set_down_and_finishes_on_the_others(cluster, tmp_path, marker_env):
+    # h3 is set DOWN mid-training: Slurm kills its step and srun exits 0 ("Node failure"); the
+    # missing exit record makes it a lost host: blacklisted, the world resets to 2 with its state
+    # and every step is committed once. Nothing of the job is left on h3.
+    marker = next(iter(marker_env.values()))
+    job = SlurmJob(cluster, tmp_path, marker_env, 3, steps=200,
+                   env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "120"})
+    try:
+        assert job.wait_for_size(3), job.err()
+        assert marked_on(cluster.bed, "h3", marker)
+        scontrol(cluster, "update", "NodeName=h3", "State=DOWN", "Reason=etrun-test")
+        assert job.wait_for_size(2, timeout=60), job.err()
+        assert job.finish() == 0, job.err()
+    finally:
+        scontrol(cluster, "update", "NodeName=h3", "State=RESUME")
+    job.check_training(200)
+    assert sizes_in_order(job.lines())[:2] == [3, 2]
+    assert "the srun step on h3 ended (exit 0) without the rank's exit status" in job.err(), job.err()
+    blacklisted = [e for e in job.event_list() if e["event"] == "host_blacklisted"]
+    assert [(e["host"], e["reason"]) for e in blacklisted] == [("h3", "cannot be reached")]
+    assert wait_until(lambda: processes_with_marker(marker) == [], timeout=20)
+    cluster.wait_idle()

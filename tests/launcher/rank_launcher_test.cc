@@ -229,11 +229,18 @@ TEST_CASE("with --remote-shell a rank on another host runs the command's stub, {
   LaunchSpec spec;
   std::string err;
   REQUIRE(f.Launcher().Plan(Fixture::Request("127.0.0.2", 2, 0), &spec, &err));
-  REQUIRE(spec.argv.size() == 4);
+  REQUIRE(spec.argv.size() == 5);
   CHECK(spec.argv[1] == kRemoteShellRankMode);
   CHECK(spec.argv[2] == "127.0.0.2");
   CHECK(spec.argv[3].starts_with("exec kubectl exec -i '127.0.0.2' -n ns -- sh -c 'cd "));
   CHECK(spec.argv[3].find("HOROVOD_RANK=2") != std::string::npos);
+  CHECK(spec.argv[4] == "status");  // kubectl passes the exit status on
+  f.config.remote_shell = "srun --overlap --nodelist={host}";
+  LaunchSpec through_srun;
+  REQUIRE(f.Launcher().Plan(Fixture::Request("127.0.0.2", 2, 0), &through_srun, &err));
+  REQUIRE(through_srun.argv.size() == 5);
+  CHECK(through_srun.argv[4] == "record");  // srun does not when its node fails
+  CHECK(through_srun.argv[3].find("etrun-exit") != std::string::npos);
   CHECK(f.remote.hosts().Unreachable("127.0.0.2") == false);  // no SSH connection was made
   std::string unused;
   CHECK(CheckRemoteShell("ssh -p 2222 {host}", &unused));

@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include "launcher/ssh/remote_shell.h"
 #include "launcher/ssh/ssh_rank.h"
 
 namespace etrun::launcher {
@@ -148,6 +149,24 @@ TEST_CASE("a host with no route to the launcher, or without the named interface,
                  "every host has, or leave the flag out to let etrun find each host's\n");
   named.require_interface = "lo";
   CHECK(RunRank(named, true, "").out == "127.0.0.1 br-launcher 127.0.0.1 yes\n");
+}
+
+TEST_CASE("a rank with an exit record ends its stderr with its exit status, also when it is 0") {
+  RemoteRank rank;
+  rank.host = "h1";
+  rank.cwd = "/";
+  rank.exit_record = true;
+  rank.argv = {"sh", "-c", "echo out; printf 'no newline' >&2; exit 3"};
+  Run r = Execute({"/bin/sh", "-c", RemoteCommand(rank, false)}, {"PATH=/usr/bin:/bin"});
+  CHECK(r.code == 3);
+  CHECK(r.out == "out\n");
+  CHECK(r.err == std::string("no newline") + kExitRecord + "3\n");
+  rank.argv = {"true"};
+  r = Execute({"/bin/sh", "-c", RemoteCommand(rank, false)}, {"PATH=/usr/bin:/bin"});
+  CHECK(r.code == 0);
+  CHECK(r.err == std::string(kExitRecord) + "0\n");
+  rank.exit_record = false;  // over SSH the status travels with the channel
+  CHECK(Execute({"/bin/sh", "-c", RemoteCommand(rank, false)}, {"PATH=/usr/bin:/bin"}).err == "");
 }
 
 }  // namespace
