@@ -183,6 +183,11 @@ void FlagTable::AddGeneral(JobConfig* c) {
          "Inside a Slurm allocation with no -H, --hostfile or discovery script: run on this "
          "machine only, as outside one (default: the allocation's nodes, ranks through srun).",
          [c] { c->ignore_slurm = true; });
+  Text("--add-slurm-jobs", &c->add_slurm_jobs,
+       "Elastic jobs inside a Slurm allocation: also run on the nodes of your other running jobs "
+       "with this name (e.g. sbatch -J NAME -N2 --wrap 'sleep infinity'), through srun in their "
+       "allocations; when such a job ends its nodes leave this one.")
+      ->type_name("NAME");
   Switch("--ssh-strict-host-keys",
          "Refuses hosts missing from ~/.ssh/known_hosts (default: accept them with a warning, "
          "as horovodrun's StrictHostKeyChecking=no; a changed key is always refused).",

@@ -29,6 +29,7 @@
 #include "launcher/spawner.h"
 #include "launcher/ssh/ssh_starter.h"
 #include "pool/pool_client.h"
+#include "slurm/job_source.h"
 
 namespace {
 
@@ -89,11 +90,18 @@ int main(int argc, char** argv) {
     {
       etrun::launcher::SshStarter remote(config);  // outlives the runtime and its ranks
       etrun::discovery::ScriptHostSource script(&discovery, config.slots_per_host.value_or(1));
+      // An elastic job inside Slurm follows its allocation (and those it may grow onto).
+      etrun::launcher::ShellScriptRunner squeue(
+          etrun::slurm::QueueCommand(config.slurm_job, config.add_slurm_jobs), config.discovery_timeout(),
+          &file_limit);
+      etrun::slurm::JobHostSource allocation(&squeue, config.slurm_job, config.host_list);
       etrun::discovery::HostSource* hosts = nullptr;  // none: the fixed hosts of the flags
       if (pool) {
         hosts = pool.get();
       } else if (!config.host_discovery_script.empty()) {
         hosts = &script;
+      } else if (!config.slurm_job.empty() && config.elastic()) {
+        hosts = &allocation;
       }
       etrun::launcher::JobServices services{&spawner, hosts, &clock, &file_limit, {}, &remote};
       etrun::launcher::Runtime runtime(config, std::move(environment), std::move(services),

@@ -5,14 +5,10 @@
 
 namespace etrun::cli {
 
-std::string SrunTemplate(const std::string& job_id) {
-  // --overlap: ranks' steps share the allocation's CPUs and memory (Slurm >= 20.11); one task on
-  // {host}; --quiet keeps srun's own notes off the rank's stderr.
-  return "srun --overlap --jobid=" + job_id + " --nodes=1 --ntasks=1 --nodelist={host} --quiet";
-}
+namespace {
 
-bool UseSlurmAllocation(const FlagTable& t, const std::vector<std::string>& env, JobConfig* c,
-                        std::string* err) {
+bool UseAllocation(const FlagTable& t, const std::vector<std::string>& env, JobConfig* c,
+                   std::string* err) {
   if (c->ignore_slurm || !slurm::InAllocation(env) || !c->hosts.empty() || !t.hostfile().empty() ||
       !c->host_discovery_script.empty() || !c->pool.empty()) {
     return true;
@@ -32,7 +28,27 @@ bool UseSlurmAllocation(const FlagTable& t, const std::vector<std::string>& env,
     c->num_proc = slots;
   }
   if (c->remote_shell.empty() && c->controller != Controller::kMpi) {
-    c->remote_shell = SrunTemplate(c->slurm_job);
+    c->remote_shell = slurm::SrunTemplate(c->slurm_job);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool UseSlurmAllocation(const FlagTable& t, const std::vector<std::string>& env, JobConfig* c,
+                        std::string* err) {
+  if (!UseAllocation(t, env, c, err)) return false;
+  if (c->add_slurm_jobs.empty()) return true;
+  if (c->slurm_job.empty()) {
+    *err = "--add-slurm-jobs " + c->add_slurm_jobs + " grows a job over its Slurm allocation: run etrun "
+           "inside one (sbatch, salloc) with no -H, --hostfile, discovery script, --pool or "
+           "--ignore-slurm";
+    return false;
+  }
+  if (!c->elastic()) {
+    *err = "--add-slurm-jobs " + c->add_slurm_jobs + " needs an elastic job: add --min-np (e.g. --min-np " +
+           std::to_string(c->num_proc.value_or(1)) + ")";
+    return false;
   }
   return true;
 }

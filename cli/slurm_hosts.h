@@ -14,11 +14,9 @@
 
 namespace etrun::cli {
 
-// The --remote-shell template that starts one rank on {host} of allocation `job_id`.
-std::string SrunTemplate(const std::string& job_id);
-
 // Fills *c from the allocation `env` ("K=V") describes, when the rules above say so. Returns
-// false and sets *err (one line: the variable and the fix) for an allocation it cannot read.
+// false and sets *err (one line: the variable and the fix) for an allocation it cannot read, or
+// for --add-slurm-jobs outside an allocation etrun takes or without --min-np.
 bool UseSlurmAllocation(const FlagTable& t, const std::vector<std::string>& env, JobConfig* c,
                         std::string* err);
 

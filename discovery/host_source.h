@@ -33,6 +33,9 @@ struct HostGrant {
   std::vector<HostSlots> hosts;                          // when ok, in the source's order
   std::map<std::string, std::vector<SlotFacts>> slots;   // per host, index = local rank; may be
                                                          // shorter than its slots (no facts)
+  // Per host, when its ranks start otherwise than the job's: the remote-shell template ({host})
+  // they start through (a node of another Slurm allocation: srun --jobid=<that one>).
+  std::map<std::string, std::string> start_through;
   uint64_t version = 0;                                  // grows with each new grant; 0: unversioned
   std::vector<std::string> warnings;                     // for the user, when ok
   std::string errors;    // the source's own messages (a script's stderr), passed on as they are

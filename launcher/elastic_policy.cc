@@ -204,6 +204,7 @@ void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
   // The facts of the hosts the driver plans with: a local rank keeps its slot's facts until a
   // grant names that place again.
   if (grant.ok) {
+    start_through_ = grant.start_through;
     for (const auto& [host, facts] : grant.slots) {
       std::vector<discovery::SlotFacts>& mine = facts_[host];
       if (mine.size() < facts.size()) mine.resize(facts.size());
@@ -373,8 +374,11 @@ bool ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
   SlotKey key{slot.hostname, slot.local_rank};
   fenced_.erase(slot.hostname);  // back in the job: fenced again if lost again
   RankRequest request{slot, GroupRank(slot.hostname, world), run_, round,
-                      ExtraEnv(round > driver_->round())};
+                      ExtraEnv(round > driver_->round()), {}};
   if (run_.per_host) PlaceOnNetwork(slot, world, &request.run);
+  if (auto through = start_through_.find(slot.hostname); through != start_through_.end()) {
+    request.remote_shell = through->second;
+  }
   // The slot's facts from its source (a pool's slot name and GPU) and the GPUs the rank sees:
   // with --gpus-per-rank the RankLauncher sets them; else ranks permuted on this host (rank 0
   // kept with the state) must find their slot's own GPU at hvd.local_rank().

@@ -107,6 +107,7 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   discovery::HostSource* source_ = nullptr;              // where the job's hosts come from
   discovery::HostSourceTraits traits_;
   std::map<std::string, std::vector<discovery::SlotFacts>> facts_;  // per host, by local rank
+  std::map<std::string, std::string> start_through_;  // the last grant's (HostGrant::start_through)
   bool polling_ = false;            // a discovery run is under way
   uint64_t poll_wait_ = 0;          // the latest wait for the next run
   std::unique_ptr<Timer> poll_timer_;

@@ -97,6 +97,7 @@ struct JobConfig {
   bool ssh_strict_host_keys = false;           // --ssh-strict-host-keys (etrun)
   bool ignore_slurm = false;                   // --ignore-slurm (etrun)
   std::string slurm_job;                       // the allocation the hosts came from (cli/slurm_hosts)
+  std::string add_slurm_jobs;                      // --add-slurm-jobs NAME (etrun): also other jobs named so
   std::string remote_shell;                    // --remote-shell CMD with {host} (etrun): not SSH
   Controller controller = Controller::kDefault;  // --gloo / --mpi / --jsrun
   bool disable_cache = false;                  // --disable-cache (etrun keeps no cache)

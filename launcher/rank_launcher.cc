@@ -108,7 +108,8 @@ bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::strin
     char cwd[4096];
     RemoteRank remote{slot.hostname, getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".",
                       std::move(remote_env), config_.command, config_.grace_period_s,
-                      RemoteNetwork(request.run, slot.hostname, exported)};
+                      RemoteNetwork(request.run, slot.hostname, exported), /*exit_record=*/false,
+                      request.remote_shell};
     if (remote_ == nullptr) {
       *err = "cannot start a rank on " + slot.hostname + ": this job starts ranks on this machine only";
       return false;

@@ -35,6 +35,9 @@ struct RemoteRank {
   // The wrapper's last line on stderr is the rank's exit status (remote_shell.h's ExitRecord), for
   // remote shells that do not pass it on faithfully (srun exits 0 when its node fails).
   bool exit_record = false;
+  // Its host's own remote-shell template ({host}), instead of the job's (--remote-shell, SSH):
+  // a node of another Slurm allocation. "": the job's.
+  std::string remote_shell;
 };
 
 class RemoteStarter {

@@ -125,7 +125,7 @@ void StaticPolicy::Begin(int rendezvous_port) {
   // Start every rank, then wait for their execs together: forks proceed in parallel.
   std::string err;
   for (size_t i = 0; i < plan_.slots.size(); ++i) {
-    RankRequest request{plan_.slots[i], plan_.group_ranks[i], plan_.run, 0, {}};
+    RankRequest request{plan_.slots[i], plan_.group_ranks[i], plan_.run, 0, {}, {}};
     int id = -1;
     if (!context_->StartRank(request, &id, &err)) {
       start_error_ = {kExitFailure, err};

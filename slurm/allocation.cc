@@ -193,4 +193,10 @@ bool AllocationHosts(const std::vector<std::string>& env, std::vector<discovery:
   return true;
 }
 
+std::string SrunTemplate(const std::string& job_id) {
+  // --overlap: ranks' steps share the allocation's CPUs and memory (Slurm >= 20.11); one task on
+  // {host}; --quiet keeps srun's own notes off the rank's stderr.
+  return "srun --overlap --jobid=" + job_id + " --nodes=1 --ntasks=1 --nodelist={host} --quiet";
+}
+
 }  // namespace etrun::slurm

@@ -31,6 +31,9 @@ bool InAllocation(const std::vector<std::string>& env);
 bool AllocationHosts(const std::vector<std::string>& env, std::vector<discovery::HostSlots>* hosts,
                      std::string* err);
 
+// The --remote-shell template that starts one rank on {host} of allocation `job_id`.
+std::string SrunTemplate(const std::string& job_id);
+
 }  // namespace etrun::slurm
 
 #endif  // ETRUN_SLURM_ALLOCATION_H_

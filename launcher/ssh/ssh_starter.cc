@@ -19,23 +19,25 @@ std::string SelfPath() {
 }  // namespace
 
 bool SshStarter::StubArgv(const RemoteRank& rank, std::vector<std::string>* argv, std::string* err) {
+  const std::string& shell = rank.remote_shell.empty() ? config_.remote_shell : rank.remote_shell;
+  if (!rank.remote_shell.empty()) own_shell_hosts_.insert(rank.host);
   // Over libssh2 the wrapper can read the launcher address from SSH_CONNECTION; a remote shell
   // may pass through other machines (ssh -J, kubectl), so its ranks are told the address.
   // Through srun the exit status comes as a record (remote_shell.h): srun exits 0 when its node
   // fails.
-  bool record = !config_.remote_shell.empty() && UsesExitRecord(config_.remote_shell);
+  bool record = !shell.empty() && UsesExitRecord(shell);
   std::string command;
   if (record) {
     RemoteRank recorded = rank;
     recorded.exit_record = true;
     command = RemoteCommand(recorded, /*ssh_connection=*/false);
   } else {
-    command = RemoteCommand(rank, /*ssh_connection=*/config_.remote_shell.empty());
+    command = RemoteCommand(rank, /*ssh_connection=*/shell.empty());
   }
   *argv = {SelfPath()};
-  if (!config_.remote_shell.empty()) {  // through a command such as kubectl exec
-    for (std::string& a : RemoteShellRankArgs(
-             rank.host, RemoteShellCommand(config_.remote_shell, rank.host, command), record)) {
+  if (!shell.empty()) {  // through a command such as kubectl exec
+    for (std::string& a : RemoteShellRankArgs(rank.host, RemoteShellCommand(shell, rank.host, command),
+                                              record)) {
       argv->push_back(std::move(a));
     }
     return true;
@@ -55,11 +57,12 @@ bool SshStarter::StubArgv(const RemoteRank& rank, std::vector<std::string>* argv
 }
 
 bool SshStarter::RunDetached(const std::string& host, const std::string& command) {
-  return config_.remote_shell.empty() && hosts_.RunDetached(host, command);
+  return config_.remote_shell.empty() && own_shell_hosts_.count(host) == 0 &&
+         hosts_.RunDetached(host, command);
 }
 
 bool SshStarter::Unreachable(const std::string& host, const ExitStatus& status) const {
-  if (!config_.remote_shell.empty()) {
+  if (!config_.remote_shell.empty() || own_shell_hosts_.count(host) != 0) {
     // The remote shell died or failed (ssh's 255), not the rank.
     return status.kind == ExitStatus::Kind::kExited && status.code == kRemoteShellFailure;
   }

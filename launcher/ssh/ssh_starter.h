@@ -1,10 +1,13 @@
 // SshStarter: the RemoteStarter of etrun's remote ranks: over SSH (libssh2, one connection per
 // host shared by its ranks: ssh_host.h, ssh_rank.h), or, with --remote-shell, through that
 // command (remote_shell.h). Either way the rank's command runs in the same wrapper (RemoteCommand),
-// which stops it when its channel closes. Loop thread only; must outlive the job's ranks.
+// which stops it when its channel closes. A rank may name its host's own template
+// (RemoteRank::remote_shell: a node of another Slurm allocation). Loop thread only; must outlive
+// the job's ranks.
 #ifndef ETRUN_LAUNCHER_SSH_SSH_STARTER_H_
 #define ETRUN_LAUNCHER_SSH_SSH_STARTER_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,7 @@ class SshStarter : public RemoteStarter {
  private:
   const JobConfig& config_;
   SshHosts hosts_;
+  std::set<std::string> own_shell_hosts_;  // hosts whose ranks started through their own template
 };
 
 }  // namespace etrun::launcher

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "cli/flags.h"
+#include "slurm/allocation.h"
 
 namespace etrun::cli {
 namespace {
@@ -24,7 +25,7 @@ TEST_CASE("inside an allocation a job takes its nodes, its slots as -np, and sru
   CHECK(c.host_list == std::vector<discovery::HostSlots>{{"h1", 2}, {"h2", 2}});
   CHECK(c.hosts == "h1:2,h2:2");
   CHECK(c.num_proc == 4);
-  CHECK(c.remote_shell == SrunTemplate("7"));
+  CHECK(c.remote_shell == slurm::SrunTemplate("7"));
   CHECK(c.remote_shell ==
         "srun --overlap --jobid=7 --nodes=1 --ntasks=1 --nodelist={host} --quiet");
   REQUIRE(Parse({"-np", "3", "--min-np", "2", "python3", "train.py"}, &c).exit_code == -1);
@@ -48,6 +49,24 @@ TEST_CASE("hosts given, --ignore-slurm, --mpi or a remote shell of one's own lea
   CHECK(c.remote_shell == "ssh {host}");
   REQUIRE(Parse({"-np", "1", "python3", "t.py"}, &c, {}).exit_code == -1);
   CHECK(c.slurm_job.empty());
+}
+
+TEST_CASE("--add-slurm-jobs grows an elastic job over its allocation, and nothing else") {
+  JobConfig c;
+  REQUIRE(Parse({"--min-np", "2", "--add-slurm-jobs", "spare", "python3", "t.py"}, &c).exit_code == -1);
+  CHECK(c.add_slurm_jobs == "spare");
+  CHECK(c.slurm_job == "7");
+  ParseOutcome o = Parse({"--add-slurm-jobs", "spare", "python3", "t.py"}, &c);
+  CHECK(o.exit_code == 2);
+  CHECK(o.err == "etrun: error: --add-slurm-jobs spare needs an elastic job: add --min-np (e.g. "
+                 "--min-np 4)\n");
+  o = Parse({"-np", "2", "--min-np", "1", "--add-slurm-jobs", "spare", "python3", "t.py"}, &c, {});
+  CHECK(o.exit_code == 2);
+  CHECK(o.err == "etrun: error: --add-slurm-jobs spare grows a job over its Slurm allocation: run "
+                 "etrun inside one (sbatch, salloc) with no -H, --hostfile, discovery script, "
+                 "--pool or --ignore-slurm\n");
+  o = Parse({"--min-np", "1", "-H", "a:2", "--add-slurm-jobs", "spare", "python3", "t.py"}, &c);
+  CHECK(o.exit_code == 2);
 }
 
 TEST_CASE("an allocation etrun cannot read is one usage error naming the variable") {

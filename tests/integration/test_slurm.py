@@ -133,3 +133,55 @@ def test_an_elastic_job_survives_a_node_set_down_and_finishes_on_the_others(clus
     assert [(e["host"], e["reason"]) for e in blacklisted] == [("h3", "cannot be reached")]
     assert wait_until(lambda: processes_with_marker(marker) == [], timeout=20)
     cluster.wait_idle()
+
+
+def job_id(cluster):
+    r = cluster.run_launcher(["squeue", "-h", "-o", "%i"], timeout=30)
+    assert r.returncode == 0 and len(r.stdout.split()) == 1, (r.stdout, r.stderr)
+    return r.stdout.split()[0]
+
+
+def test_an_elastic_job_follows_its_allocation_shrinking(cluster, tmp_path, marker_env):
+    # `scontrol update JobId=... NumNodes=2` releases h3: Slurm ends the step there at once and
+    # the next squeue poll no longer lists h3; the job trains on at 2 and finishes, h3 is idle.
+    marker = next(iter(marker_env.values()))
+    job = SlurmJob(cluster, tmp_path, marker_env, 3, steps=200,
+                   extra=["--discovery-interval", "0.2"], env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "120"})
+    assert job.wait_for_size(3), job.err()
+    scontrol(cluster, "update", f"JobId={job_id(cluster)}", "NumNodes=2")
+    assert job.wait_for_size(2, timeout=60), job.err()
+    assert wait_until(lambda: marked_on(cluster.bed, "h3", marker) == [], timeout=20)
+    assert cluster.node_states()["h3"] == "idle"
+    assert job.finish() == 0, job.err()
+    job.check_training(200)
+    assert sizes_in_order(job.lines())[:2] == [3, 2]
+    assert wait_until(lambda: processes_with_marker(marker) == [], timeout=20)
+
+
+def test_an_elastic_job_grows_onto_another_allocation_and_drains_when_it_ends(cluster, tmp_path, marker_env):
+    # The job runs on a 2-node allocation with --add-slurm-jobs spare: a later `sbatch -J spare`
+    # holding h3 adds h3 (its rank through srun --jobid=<spare>), and `scancel` of that job takes
+    # h3 away again; the training never stops and keeps every step once.
+    marker = next(iter(marker_env.values()))
+    job = SlurmJob(cluster, tmp_path, marker_env, 2, steps=300,
+                   extra=["--discovery-interval", "0.2", "--add-slurm-jobs", "spare"],
+                   env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "120"})
+    spare = None
+    try:
+        assert job.wait_for_size(2), job.err()
+        r = cluster.run_launcher(["sbatch", "--parsable", "-J", "spare", "-N1", "-w", "h3",
+                                  "-o", "/dev/null", "--wrap", "sleep 300"], timeout=30)
+        assert r.returncode == 0, r.stderr
+        spare = r.stdout.strip()
+        assert job.wait_for_size(3, timeout=60), job.err()
+        assert marked_on(cluster.bed, "h3", marker)
+        assert cluster.run_launcher(["scancel", spare], timeout=30).returncode == 0
+        assert job.wait_for_size(2, timeout=60), job.err()
+        assert job.finish() == 0, job.err()
+    finally:
+        if spare is not None:
+            cluster.run_launcher(["scancel", spare], timeout=30)
+    job.check_training(300)
+    assert sizes_in_order(job.lines())[:3] == [2, 3, 2]
+    assert wait_until(lambda: processes_with_marker(marker) == [], timeout=20)
+    cluster.wait_idle()
