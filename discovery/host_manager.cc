@@ -33,6 +33,9 @@ int HostManager::Update(const std::vector<HostSlots>& discovered, TimePoint now)
       if (after.count(name)) flags |= kAdded;
     }
   }
+  if (forget_departed_) {
+    std::erase_if(states_, [&after](const auto& entry) { return !after.count(entry.first); });
+  }
   discovered_ = discovered;
   // Hosts still available keep their order; newcomers (and hosts back from a disappearance or a
   // blacklist) follow in output order.

@@ -35,6 +35,10 @@ class HostManager {
   // as added); the available hosts and their order are updated.
   int Update(const std::vector<HostSlots>& discovered, TimePoint now);
 
+  // Whether a blacklisted host that leaves the discovered list is forgotten (HostSourceTraits::
+  // leases): listed again, it is available. Default: blacklisted still.
+  void set_forget_departed(bool forget) { forget_departed_ = forget; }
+
   // Blacklists a host whose rank failed. No effect while the host is inside a cooldown window.
   void Blacklist(const std::string& host, TimePoint now);
 
@@ -55,6 +59,7 @@ class HostManager {
   };
 
   std::optional<std::pair<int, int>> cooldown_s_;
+  bool forget_departed_ = false;
   std::function<double()> uniform01_;
   std::vector<HostSlots> discovered_;      // last discovery result, in output order
   std::vector<std::string> order_;         // assignment order of the available hosts

@@ -51,6 +51,9 @@ struct HostSourceTraits {
   bool lent = false;
   std::string lender;      // the allocator's name, for status, events and messages
   std::string lender_job;  // the job's id there
+  // A host the source stops listing has left for good (its Slurm allocation ended or shrank):
+  // listed again it is a new lease, its old blacklisting forgotten.
+  bool leases = false;
 };
 
 class HostSource {

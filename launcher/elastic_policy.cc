@@ -151,6 +151,7 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   host_manager_ = std::make_unique<discovery::HostManager>(config.cooldown_range, [this] {
     return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
   });
+  host_manager_->set_forget_departed(traits_.leases);
   notifier_ = std::make_unique<rendezvous::Notifier>(&context_->io());
   WorkerControl* workers = this;  // private bases: converted here, where they are accessible
   CoordinatorNotifier* notifier = this;

@@ -35,6 +35,11 @@ class JobHostSource : public discovery::HostSource {
       : runner_(runner), job_(std::move(job)), own_(std::move(own)) {}
   void Poll(std::function<void(discovery::HostGrant)> done) override;
   void Stop() override { runner_->Stop(); }
+  discovery::HostSourceTraits traits() const override {
+    discovery::HostSourceTraits t;
+    t.leases = true;
+    return t;
+  }
 
  private:
   discovery::ScriptRunner* runner_;

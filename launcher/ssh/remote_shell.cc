@@ -186,8 +186,8 @@ int RunRemoteShellRank(const std::string& host_text, const std::string& command_
               "are lost\n", host, WTERMSIG(status));
     } else {
       fprintf(stderr, "etrun: error: the srun step on %s ended (exit %d) without the rank's exit "
-              "status: its node failed or the step was cancelled; the host's ranks are lost\n",
-              host, WEXITSTATUS(status));
+              "status: its node failed, or its step or allocation was cancelled; the host's "
+              "ranks are lost\n", host, WEXITSTATUS(status));
     }
     return kRemoteShellFailure;
   }

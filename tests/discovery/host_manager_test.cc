@@ -65,6 +65,22 @@ TEST_CASE("without a cooldown range a blacklisted host is gone for good") {
   CHECK_FALSE(m.CooldownEnd("a").has_value());
 }
 
+TEST_CASE("a leasing source's host that leaves and comes back is a new lease, not blacklisted") {
+  for (bool leases : {false, true}) {
+    CAPTURE(leases);
+    HostManager m(std::nullopt, [] { return 0.0; });
+    m.set_forget_departed(leases);
+    m.Update({{"a", 1}, {"b", 1}}, T(0));
+    m.Blacklist("b", T(1));
+    m.Update({{"a", 1}, {"b", 1}}, T(2));  // still listed: blacklisted either way
+    CHECK(m.IsBlacklisted("b"));
+    m.Update({{"a", 1}}, T(3));             // its allocation ended
+    CHECK(m.Update({{"a", 1}, {"b", 1}}, T(4)) == kAdded);
+    CHECK(m.IsBlacklisted("b") == !leases);
+    CHECK(Names(m.Available()) == (leases ? std::vector<std::string>{"a", "b"} : std::vector<std::string>{"a"}));
+  }
+}
+
 TEST_CASE("cooldown grows exponentially, clamps to the range, and resurrects as added") {
   // Given --blacklist-cooldown-range 10 100 and U(0,1) = 0.5:
   // first blacklisting waits 10*2 + 5 = 25 s, the second 10*4 + 5 = 45 s, the third 85 s,

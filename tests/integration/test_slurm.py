@@ -161,27 +161,31 @@ def test_an_elastic_job_follows_its_allocation_shrinking(cluster, tmp_path, mark
 def test_an_elastic_job_grows_onto_another_allocation_and_drains_when_it_ends(cluster, tmp_path, marker_env):
     # The job runs on a 2-node allocation with --add-slurm-jobs spare: a later `sbatch -J spare`
     # holding h3 adds h3 (its rank through srun --jobid=<spare>), and `scancel` of that job takes
-    # h3 away again; the training never stops and keeps every step once.
+    # h3 away again. Twice: the second spare job's h3 is a new lease, not the blacklisted host of
+    # the first. The training never stops and keeps every step once.
     marker = next(iter(marker_env.values()))
-    job = SlurmJob(cluster, tmp_path, marker_env, 2, steps=300,
+    job = SlurmJob(cluster, tmp_path, marker_env, 2, steps=800,
                    extra=["--discovery-interval", "0.2", "--add-slurm-jobs", "spare"],
                    env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "120"})
-    spare = None
+    spares = []
     try:
         assert job.wait_for_size(2), job.err()
-        r = cluster.run_launcher(["sbatch", "--parsable", "-J", "spare", "-N1", "-w", "h3",
-                                  "-o", "/dev/null", "--wrap", "sleep 300"], timeout=30)
-        assert r.returncode == 0, r.stderr
-        spare = r.stdout.strip()
-        assert job.wait_for_size(3, timeout=60), job.err()
-        assert marked_on(cluster.bed, "h3", marker)
-        assert cluster.run_launcher(["scancel", spare], timeout=30).returncode == 0
-        assert job.wait_for_size(2, timeout=60), job.err()
+        for _ in range(2):
+            r = cluster.run_launcher(["sbatch", "--parsable", "-J", "spare", "-N1", "-w", "h3",
+                                      "-o", "/dev/null", "--wrap", "sleep 300"], timeout=30)
+            assert r.returncode == 0, r.stderr
+            spares.append(r.stdout.strip())
+            assert job.wait_for_size(3, timeout=60), job.err()
+            assert marked_on(cluster.bed, "h3", marker)
+            assert cluster.run_launcher(["scancel", spares[-1]], timeout=30).returncode == 0
+            assert job.wait_for_size(2, timeout=60), job.err()
+            assert wait_until(lambda: marked_on(cluster.bed, "h3", marker) == [], timeout=20)
+            cluster.wait_idle(["h3"])
         assert job.finish() == 0, job.err()
     finally:
-        if spare is not None:
+        for spare in spares:
             cluster.run_launcher(["scancel", spare], timeout=30)
-    job.check_training(300)
-    assert sizes_in_order(job.lines())[:3] == [2, 3, 2]
+    job.check_training(800)
+    assert sizes_in_order(job.lines())[:5] == [2, 3, 2, 3, 2]
     assert wait_until(lambda: processes_with_marker(marker) == [], timeout=20)
     cluster.wait_idle()

@@ -101,7 +101,7 @@ TEST_CASE("the stub exits with the recorded status, and says the host is lost wh
   CHECK(s.code == kRemoteShellFailure);
   CHECK(s.err == "srun: error: Node failure on h3\n"
                  "etrun: error: the srun step on h3 ended (exit 0) without the rank's exit status: "
-                 "its node failed or the step was cancelled; the host's ranks are lost\n");
+                 "its node failed, or its step or allocation was cancelled; the host's ranks are lost\n");
   // Without records the remote shell's own status is the rank's.
   s = RunStub("echo plain >&2; exit 0", false);
   CHECK(s.code == 0);
