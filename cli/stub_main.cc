@@ -23,7 +23,14 @@ int StubMain(int argc, char** argv) {
               launcher::kRemoteShellRankMode);
       return 2;
     }
-    return launcher::RunRemoteShellRank(argv[2], argv[3], std::string(argv[4]) == "record");
+    bool record = false;
+    double lost_after_s = 0;
+    if (!launcher::ParseStatusMode(argv[4], &record, &lost_after_s)) {
+      fprintf(stderr, "etrun: error: %s is etrun's internal remote-shell helper mode\n",
+              launcher::kRemoteShellRankMode);
+      return 2;
+    }
+    return launcher::RunRemoteShellRank(argv[2], argv[3], record, lost_after_s);
   }
   return -1;
 }

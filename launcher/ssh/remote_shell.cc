@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <time.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -55,37 +57,42 @@ bool UsesExitRecord(const std::string& remote_shell) {
 }
 
 std::string ExitRecordFilter::Feed(std::string_view piece) {
-  static constexpr std::string_view kPrefix = kExitRecord;
+  static constexpr std::string_view kLead = kRecordLead;
+  static constexpr std::string_view kExit = std::string_view(kExitRecord).substr(kLead.size());
   held_.append(piece);
   std::string out;
   size_t from = 0;
   while (true) {
-    size_t at = held_.find(kPrefix, from);
+    size_t at = held_.find(kLead, from);
     if (at == std::string::npos) break;
-    size_t nl = held_.find('\n', at + kPrefix.size());
+    size_t nl = held_.find('\n', at + kLead.size());
     if (nl == std::string::npos) {  // the rest of the record comes with the next piece
       out.append(held_, from, at - from);
       held_.erase(0, at);
       return out;
     }
     out.append(held_, from, at - from);
-    int code = 0;
-    bool digits = nl > at + kPrefix.size();
-    for (size_t i = at + kPrefix.size(); i < nl && digits; ++i) {
-      digits = held_[i] >= '0' && held_[i] <= '9' && code < 1000;
-      code = code * 10 + (held_[i] - '0');
+    std::string_view body = std::string_view(held_).substr(at + kLead.size(), nl - at - kLead.size());
+    bool known = false;
+    if (body == kAliveWord) {
+      ++alive_;
+      known = true;
+    } else if (body.starts_with(kExit) && body.size() > kExit.size() && body.size() <= kExit.size() + 3) {
+      int code = 0;
+      known = true;
+      for (char c : body.substr(kExit.size())) {
+        known = known && c >= '0' && c <= '9';
+        code = code * 10 + (c - '0');
+      }
+      if (known) code_ = code;
     }
-    if (digits) {
-      code_ = code;
-    } else {
-      out.append(held_, at, nl + 1 - at);  // not a record after all: passed on as it is
-    }
+    if (!known) out.append(held_, at, nl + 1 - at);  // not a record after all: passed on as it is
     from = nl + 1;
   }
   // Hold back a tail that may be the start of a record.
   size_t keep = 0;
-  for (size_t n = std::min(kPrefix.size() - 1, held_.size() - from); n > 0; --n) {
-    if (std::string_view(held_).substr(held_.size() - n) == kPrefix.substr(0, n)) {
+  for (size_t n = std::min(kLead.size() - 1, held_.size() - from); n > 0; --n) {
+    if (std::string_view(held_).substr(held_.size() - n) == kLead.substr(0, n)) {
       keep = n;
       break;
     }
@@ -102,8 +109,23 @@ std::string ExitRecordFilter::Finish() {
 }
 
 std::vector<std::string> RemoteShellRankArgs(const std::string& host,
-                                             const std::string& command_line, bool exit_record) {
-  return {kRemoteShellRankMode, host, command_line, exit_record ? "record" : "status"};
+                                             const std::string& command_line, bool exit_record,
+                                             double lost_after_s) {
+  if (!exit_record) return {kRemoteShellRankMode, host, command_line, "status"};
+  char mode[64];
+  snprintf(mode, sizeof(mode), "record:%g", lost_after_s);
+  return {kRemoteShellRankMode, host, command_line, mode};
+}
+
+bool ParseStatusMode(const std::string& text, bool* exit_record, double* lost_after_s) {
+  *exit_record = false;
+  *lost_after_s = 0;
+  if (text == "status") return true;
+  if (!text.starts_with("record:")) return false;
+  char* end = nullptr;
+  *lost_after_s = strtod(text.c_str() + 7, &end);
+  *exit_record = true;
+  return end != text.c_str() + 7 && *end == '\0' && *lost_after_s >= 0;
 }
 
 namespace {
@@ -118,22 +140,40 @@ void WriteAll(int fd, const std::string& data) {
   }
 }
 
-// Passes the command's stderr on to ours without its exit record; returns at its end.
-void PassStderr(int fd, ExitRecordFilter* filter) {
+double Now() {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
+
+// Passes the command's stderr on to ours without its records; returns at its end (true), or
+// false when, after its first alive record, nothing came for `lost_after_s` (0: never).
+bool PassStderr(int fd, ExitRecordFilter* filter, double lost_after_s) {
   char buffer[16384];
+  double last = Now();
   while (true) {
-    ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    WriteAll(STDERR_FILENO, filter->Feed(std::string_view(buffer, static_cast<size_t>(n))));
+    struct pollfd p = {fd, POLLIN, 0};
+    int ready = poll(&p, 1, 200);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready > 0) {
+      ssize_t n = read(fd, buffer, sizeof(buffer));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      last = Now();
+      WriteAll(STDERR_FILENO, filter->Feed(std::string_view(buffer, static_cast<size_t>(n))));
+    } else if (lost_after_s > 0 && filter->alive() > 0 && Now() - last > lost_after_s) {
+      WriteAll(STDERR_FILENO, filter->Finish());
+      return false;
+    }
   }
   WriteAll(STDERR_FILENO, filter->Finish());
+  return true;
 }
 
 }  // namespace
 
 int RunRemoteShellRank(const std::string& host_text, const std::string& command_line,
-                       bool exit_record) {
+                       bool exit_record, double lost_after_s) {
   const char* host = host_text.c_str();
   int fds[2];
   int err_fds[2] = {-1, -1};
@@ -171,13 +211,22 @@ int RunRemoteShellRank(const std::string& host_text, const std::string& command_
     return kRemoteShellFailure;
   }
   ExitRecordFilter filter;
+  bool answered = true;
   if (exit_record) {
-    PassStderr(err_fds[0], &filter);
+    answered = PassStderr(err_fds[0], &filter, lost_after_s);
+    // Silent: the host (or the way to it) is gone. The remote shell may wait for a long time
+    // (srun until Slurm declares the node down): it is killed, and the host's ranks are lost.
+    if (!answered) kill(-child.pid, SIGKILL);
     close(err_fds[0]);
   }
   pid_t pid = child.pid;
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!answered) {
+    fprintf(stderr, "etrun: error: no answer from %s for %g s (--lost-host-timeout): the host's "
+            "ranks are lost\n", host, lost_after_s);
+    return kRemoteShellFailure;
   }
   if (exit_record) {
     if (filter.seen()) return filter.code();

@@ -29,27 +29,33 @@ inline constexpr char kRemoteShellRankMode[] = "__remote_shell_rank";
 // The exit code that means "the remote shell failed, not the rank" (as ssh's).
 inline constexpr int kRemoteShellFailure = 255;
 
-// The exit record: this prefix, the exit code in decimal, a newline (kExitRecordShell: the same
-// prefix as printf's format writes it).
+// Records start with kRecordLead and end with a newline. The exit record: kExitRecord, the exit
+// code in decimal (kExitRecordShell: the same prefix as printf's format writes it). The alive
+// record, kRecordLead + kAliveWord, comes every second while the remote wrapper runs: a stub that
+// hears nothing for --lost-host-timeout after the first takes the host for lost.
+inline constexpr char kRecordLead[] = "\036etrun-";
 inline constexpr char kExitRecord[] = "\036etrun-exit ";
 inline constexpr char kExitRecordShell[] = "\\036etrun-exit ";
+inline constexpr char kAliveWord[] = "alive";
 
 // Whether ranks through `remote_shell` report their exit status with a record: its program is
 // srun (etrun's own template inside an allocation, or the user's).
 bool UsesExitRecord(const std::string& remote_shell);
 
-// Takes exit records out of a stream fed in pieces: Feed returns what to pass on (everything
-// else, in order, with at most a record's prefix held back until the next piece).
+// Takes records out of a stream fed in pieces: Feed returns what to pass on (everything else, in
+// order, with at most a record's lead held back until the next piece).
 class ExitRecordFilter {
  public:
   std::string Feed(std::string_view piece);
   std::string Finish();  // at the end of the stream: what was held back
   bool seen() const { return code_ >= 0; }
-  int code() const { return code_; }  // the last record's; -1: none
+  int code() const { return code_; }  // the last exit record's; -1: none
+  int alive() const { return alive_; }  // alive records so far
 
  private:
   std::string held_;
   int code_ = -1;
+  int alive_ = 0;
 };
 
 // Whether `remote_shell` names the host with {host}. Returns false and sets *err otherwise.
@@ -60,15 +66,21 @@ std::string RemoteShellCommand(const std::string& remote_shell, const std::strin
                                const std::string& remote_command);
 
 // The stub's argv after the program path: the mode, the host (for messages), the command line and
-// whether its exit status comes as an exit record.
+// how its exit status comes: "status" (the remote shell's), or "record:<lost_after_s>" (records).
 std::vector<std::string> RemoteShellRankArgs(const std::string& host, const std::string& command_line,
-                                             bool exit_record);
+                                             bool exit_record, double lost_after_s = 0);
+
+// Reads RemoteShellRankArgs' last word. Returns false for anything else.
+bool ParseStatusMode(const std::string& text, bool* exit_record, double* lost_after_s);
 
 // The stub (RemoteShellRankArgs, parsed by cli/stub_main.h): runs `command_line` (which reaches
 // `host`) with a pipe as its stdin; returns the exit code to exit with. With `exit_record`, the
-// command's stderr passes through the stub, which takes the record out and exits with its code,
-// or with kRemoteShellFailure (one line) when the command ended without one.
-int RunRemoteShellRank(const std::string& host, const std::string& command_line, bool exit_record);
+// command's stderr passes through the stub, which takes the records out and exits with the exit
+// record's code, or with kRemoteShellFailure (one line) when the command ended without one or,
+// once alive records came, nothing came for `lost_after_s` seconds (> 0): then the command is
+// killed.
+int RunRemoteShellRank(const std::string& host, const std::string& command_line, bool exit_record,
+                       double lost_after_s = 0);
 
 }  // namespace etrun::launcher
 

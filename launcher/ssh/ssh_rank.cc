@@ -26,7 +26,22 @@ constexpr char kWrapper[] =
     "setsid \"$@\" & p=$!; "
     "setsid sh -c 'cat >/dev/null; kill -TERM -\"$1\" 2>/dev/null; sleep \"$2\"; "
     "kill -KILL -\"$1\" 2>/dev/null' etrun-watch \"$p\" \"$g\" <&3 >/dev/null 2>&1 & w=$!; "
-    "exec 3<&-; wait \"$p\"; s=$?; kill -KILL -\"$w\" 2>/dev/null; ";
+    "exec 3<&-; ";
+
+// The end of kWrapper: waits for the command, stops the watcher; the status is in $s.
+constexpr char kWrapperWait[] = "wait \"$p\"; s=$?; kill -KILL -\"$w\" \"$w\" 2>/dev/null; ";
+
+// The end of kWrapper with records (remote_shell.h): an alive record on stderr every second while
+// the wrapper runs; a SIGTERM to the wrapper (Slurm signalling the step's processes) is passed to
+// the command, and the wrapper waits on, so its exit record still comes. The heartbeat ignores
+// SIGTERM so a draining rank is not taken for a lost host. Each helper is killed by its group and
+// its pid: one that has not yet called setsid has no group yet.
+constexpr char kWrapperWaitRecorded[] =
+    "setsid sh -c 'trap \"\" TERM; while kill -0 \"$1\" 2>/dev/null && "
+    "printf \"\\036etrun-alive\\n\" >&2; do sleep 1; done' etrun-alive \"$$\" >/dev/null & h=$!; "
+    "trap 'kill -TERM -\"$p\" 2>/dev/null' TERM; "
+    "while :; do wait \"$p\"; s=$?; kill -0 \"$p\" 2>/dev/null || break; done; "
+    "kill -KILL -\"$w\" \"$w\" -\"$h\" \"$h\" 2>/dev/null; ";
 
 // Prints the name of the interface whose route (in /proc/net/route's format, from a little-endian
 // machine) best matches the IPv4 address `a`: the longest mask, then the lowest metric; "lo" for
@@ -93,7 +108,12 @@ std::string RemoteCommand(const RemoteRank& rank, bool ssh_connection) {
   char grace[32];
   snprintf(grace, sizeof(grace), "%g", rank.grace_s);
   std::string wrapper = HostNetworkScript(rank, ssh_connection) + kWrapper;
-  if (rank.exit_record) wrapper += "printf '" + std::string(kExitRecordShell) + "%d\\n' \"$s\" >&2; ";
+  if (rank.exit_record) {
+    wrapper += kWrapperWaitRecorded;
+    wrapper += "printf '" + std::string(kExitRecordShell) + "%d\\n' \"$s\" >&2; ";
+  } else {
+    wrapper += kWrapperWait;
+  }
   wrapper += "exit $s";
   cmd += " sh -c " + ShellQuote(wrapper) + " etrun-rank " + ShellQuote(grace);
   for (const std::string& a : rank.argv) cmd += " " + ShellQuote(a);

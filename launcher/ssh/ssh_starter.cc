@@ -37,7 +37,7 @@ bool SshStarter::StubArgv(const RemoteRank& rank, std::vector<std::string>* argv
   *argv = {SelfPath()};
   if (!shell.empty()) {  // through a command such as kubectl exec
     for (std::string& a : RemoteShellRankArgs(rank.host, RemoteShellCommand(shell, rank.host, command),
-                                              record)) {
+                                              record, config_.host_timeout_s)) {
       argv->push_back(std::move(a));
     }
     return true;
