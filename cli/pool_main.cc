@@ -16,12 +16,14 @@
 #include "cli/flag_checks.h"
 #include "cli/verb_common.h"
 #include "control/control.h"
+#include "discovery/host_slots.h"
 #include "launcher/child.h"
 #include "launcher/gpu_slots.h"
 #include "launcher/shell_script_runner.h"
 #include "pool/pool_client.h"
 #include "pool/pool_daemon.h"
 #include "pool/pool_wire.h"
+#include "slurm/allocation.h"
 
 namespace etrun::cli {
 
@@ -31,8 +33,9 @@ using control::JobEntry;
 using nlohmann::json;
 
 constexpr char kUsage[] =
-    "usage: etrun pool start NAME (-H HOSTS | --hostfile FILE | --host-discovery-script SCRIPT) "
-    "[options] | status [NAME] [--json] | priority JOB N [--pool NAME] | stop [NAME] | token [NAME]";
+    "usage: etrun pool start NAME [-H HOSTS | --hostfile FILE | --host-discovery-script SCRIPT "
+    "(none: inside Slurm, its allocation)] [options] | status [NAME] [--json] | priority JOB N "
+    "[--pool NAME] | stop [NAME] | token [NAME]";
 
 // One request to a pool. Returns false and sets *err (unreachable, or its error line).
 bool Ask(const JobEntry& pool, const std::string& method, const std::string& target,
@@ -80,7 +83,8 @@ int StartMain(int argc, char** argv) {
   std::string hosts, hostfile, min_hold = "5s", lease = "15s", interval = "1";
   int ranks_per_gpu = 1;
   app.add_option("name", o.name, "The pool's name.")->required();
-  auto* h = app.add_option("-H,--hosts", hosts, "Hosts and their slots, host1:4,host2:4.");
+  auto* h = app.add_option("-H,--hosts", hosts, "Hosts and their slots, host1:4,host2:4 (none of "
+                           "-H, --hostfile, --host-discovery-script: inside Slurm, the allocation's nodes).");
   auto* f = app.add_option("--hostfile", hostfile, "File with one \"<hostname> slots=<slots>\" per line.");
   auto* d = app.add_option("--host-discovery-script", o.discovery_script,
                            "Prints the pool's host[:slots] lines (a Slurm or Kubernetes allocation); polled.");
@@ -98,10 +102,6 @@ int StartMain(int argc, char** argv) {
                                        "pool to other machines; they need `etrun pool token`).");
   if (int code = Parse(app, argc, argv); code >= 0) return code;
   std::string err;
-  if (hosts.empty() && hostfile.empty() && o.discovery_script.empty()) {
-    return Error("pool start " + o.name + ": say where the slots are: -H HOST:SLOTS,..., --hostfile "
-                 "FILE or --host-discovery-script SCRIPT", 2);
-  }
   if (ranks_per_gpu < 1 || ranks_per_gpu > 1024) {
     return Error("--ranks-per-gpu: expected 1..1024, got " + std::to_string(ranks_per_gpu), 2);
   }
@@ -121,17 +121,33 @@ int StartMain(int argc, char** argv) {
   if (poll < std::chrono::milliseconds(100)) return Error("--discovery-interval: expected at least 0.1 s", 2);
   o.discovery_interval = poll;
   if (!ReadHostList(hosts, hostfile, &o.hosts, &err)) return Error(err, 2);
+  std::vector<std::string> env = launcher::CurrentEnvironment();
+  int slurm_gpus = 0;
+  if (hosts.empty() && hostfile.empty() && o.discovery_script.empty() &&
+      !PoolOnSlurm(env, &o, &slurm_gpus, &err)) {
+    return Error(err, 2);
+  }
   PoolLogging();
+  if (!o.start_through.empty()) {
+    spdlog::info("the slots of Slurm allocation {}: {}", slurm::EnvValue(env, "SLURM_JOB_ID"),
+                 discovery::FormatHosts(o.hosts));
+  }
   if (o.gpus == "auto") {
     launcher::GpuSlots gpus;
     gpus.ranks_per_gpu = 1;
     std::string warning;
-    if (!launcher::DetectLocalGpus(launcher::CurrentEnvironment(), &gpus, &warning, &err)) {
+    if (!launcher::DetectLocalGpus(env, &gpus, &warning, &err)) {
       // nvidia-smi failed or found none: a CPU machine as far as the pool can tell.
-      spdlog::info("no GPUs on this machine ({}): the pool hands out plain slots", err);
+      if (slurm_gpus == 0) spdlog::info("no GPUs on this machine ({}): the pool hands out plain slots", err);
     } else if (gpus.counted) {  // else no nvidia-smi: plain slots
       o.local_gpus = gpus.pool;
       o.local_gpus_source = gpus.source;
+    }
+    if (o.local_gpus.empty() && slurm_gpus > 0) {
+      // A GPU allocation seen from a machine without GPUs (salloc on a login node): each node's
+      // GPUs as its Slurm steps number them.
+      o.gpus = std::to_string(slurm_gpus);
+      spdlog::info("GPUs 0..{} on each node, from Slurm's variables", slurm_gpus - 1);
     }
   }
   launcher::ShellScriptRunner discovery(o.discovery_script, o.discovery_timeout);
@@ -162,6 +178,9 @@ int StatusMain(int argc, char** argv) {
                              devices.empty() ? "" : " (GPUs " + devices + ")");
   }
   std::cout << "\n";
+  std::string through;  // the same on every host (a pool inside Slurm)
+  for (const json& host : status["hosts"]) through = host.value("start_through", through);
+  if (!through.empty()) std::cout << "Ranks elsewhere start through: " << through << "\n";
   std::vector<std::vector<std::string>> rows = {{"JOB", "PRIORITY", "STATE", "HELD", "TARGET", "MIN", "MAX", "SLOTS"}};
   for (const json& job : status["jobs"]) {
     std::string slots;
@@ -238,6 +257,31 @@ int TokenMain(int argc, char** argv) {
 }
 
 }  // namespace
+
+bool PoolOnSlurm(const std::vector<std::string>& env, pool::DaemonOptions* options,
+                 int* gpus_per_node, std::string* err) {
+  if (!slurm::InAllocation(env)) {
+    *err = "pool start " + options->name + ": say where the slots are: -H HOST:SLOTS,..., --hostfile "
+           "FILE or --host-discovery-script SCRIPT, or start the pool inside a Slurm allocation "
+           "(sbatch, salloc) to take its nodes";
+    return false;
+  }
+  std::string job = slurm::EnvValue(env, "SLURM_JOB_ID");
+  std::vector<discovery::HostSlots> hosts;
+  if (!slurm::AllocationHosts(env, &hosts, err)) {
+    *err = "pool start " + options->name + " inside Slurm allocation " + job + ": " + *err +
+           " (or give -H)";
+    return false;
+  }
+  *gpus_per_node = 0;
+  if (slurm::SlotsCountGpus(env) && options->gpus != "none") {
+    *gpus_per_node = hosts.front().slots;  // the same on every node
+    for (discovery::HostSlots& h : hosts) h.slots *= options->ranks_per_gpu;
+  }
+  options->hosts = std::move(hosts);
+  options->start_through = slurm::SrunTemplate(job);
+  return true;
+}
 
 int PoolMain(int argc, char** argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {

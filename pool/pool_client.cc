@@ -261,6 +261,8 @@ discovery::HostGrant PoolClient::Adopt(const Grant& from_pool) {
   for (const Grant::Host& h : from_pool.hosts) {
     if (h.slots.empty()) continue;
     grant.hosts.push_back({h.name, static_cast<int>(h.slots.size())});
+    // A pool inside Slurm: srun in its allocation (a host that is this machine runs locally).
+    if (!h.start_through.empty()) grant.start_through[h.name] = h.start_through;
     for (size_t k = 0; k < h.slots.size(); ++k) {
       held[h.name].push_back(h.slots[k]);
       views[h.name].push_back({h.slots[k], k < h.devices.size() ? h.devices[k] : ""});

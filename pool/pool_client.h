@@ -2,7 +2,9 @@
 // (discovery/host_source.h, traits: lent). Each poll is one sync with the pool: the job reports
 // the local ranks that still have a live process on each host (so the pool can free slots the
 // job gave back) and gets its grant as one HostGrant: hosts, each local rank's facts (its GPU,
-// ETRUN_POOL_SLOT and ETRUN_POOL_GPU for its environment) and the grant's version.
+// ETRUN_POOL_SLOT and ETRUN_POOL_GPU for its environment), the grant's version and, from a pool
+// inside Slurm, the template each host's ranks start through (srun in the pool's allocation), so
+// the job needs no Slurm knowledge of its own.
 //
 // When the pool cannot be reached the job keeps training on what it holds (the last grant is
 // answered again) and joins again, with those slots, as soon as the pool is back.

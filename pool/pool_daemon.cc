@@ -131,7 +131,7 @@ class Daemon {
     std::vector<PoolHost> fixed;
     int total = 0;
     for (const discovery::HostSlots& h : options_.hosts) {
-      fixed.push_back(devices_.Make(h));
+      fixed.push_back(Host(h));
       hosts.push_back({{field::kHost, fixed.back().name}, {field::kSlots, fixed.back().slots},
                        {field::kDevices, fixed.back().devices}});
       total += fixed.back().slots;
@@ -148,6 +148,10 @@ class Daemon {
                  state_.hosts().size() == 1 ? "" : "s",
                  options_.discovery_script.empty() ? "" : " (hosts from the discovery script)",
                  options_.name);
+    if (!options_.start_through.empty()) {
+      spdlog::info("jobs start their ranks on the pool's hosts through `{}` (a job on one of "
+                   "them runs that host's ranks itself)", options_.start_through);
+    }
     if (address != "127.0.0.1") {
       spdlog::warn("pool '{}' listens on {}:{}: anyone with its token (`etrun pool token {}`) "
                    "can join or steer it", options_.name, address, server_->entry().port, options_.name);
@@ -221,9 +225,16 @@ class Daemon {
     rename(tmp.c_str(), book_path_.c_str());
   }
 
+  // A host of the pool: its slots, devices and how jobs elsewhere start ranks there.
+  PoolHost Host(const discovery::HostSlots& h) const {
+    PoolHost host = devices_.Make(h);
+    host.start_through = options_.start_through;
+    return host;
+  }
+
   void SetHosts(const std::vector<discovery::HostSlots>& hosts) {
     std::vector<PoolHost> made;
-    for (const discovery::HostSlots& h : hosts) made.push_back(devices_.Make(h));
+    for (const discovery::HostSlots& h : hosts) made.push_back(Host(h));
     state_.SetHosts(std::move(made), Now());
   }
 

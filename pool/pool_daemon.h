@@ -27,7 +27,12 @@ inline constexpr int kDefaultLeaseMs = 15000;
 
 struct DaemonOptions {
   std::string name;
-  std::vector<discovery::HostSlots> hosts;  // -H / --hostfile; empty with a discovery script
+  std::vector<discovery::HostSlots> hosts;  // -H / --hostfile / a Slurm allocation; empty with a
+                                            // discovery script
+  // The remote-shell template ({host}) jobs on other machines start their ranks on every host
+  // through, sent with each grant (Grant::Host::start_through); "": each job's own way (SSH).
+  // Inside Slurm: srun in the pool's allocation (slurm::SrunTemplate).
+  std::string start_through;
   std::string discovery_script;
   std::chrono::milliseconds discovery_interval{1000};
   std::chrono::milliseconds discovery_timeout{30000};

@@ -48,6 +48,13 @@ const std::string* PoolState::Device(const std::string& host, int slot) const {
   return nullptr;
 }
 
+std::string PoolState::StartThrough(const std::string& host) const {
+  for (const PoolHost& h : hosts_) {
+    if (h.name == host) return h.start_through;
+  }
+  return "";
+}
+
 std::map<std::string, std::set<int>> PoolState::Busy() const {
   std::map<std::string, std::set<int>> busy;
   for (const auto& [id, job] : jobs_) {
@@ -264,7 +271,7 @@ bool PoolState::Sync(const std::string& id, const HostLists& live, int64_t seen,
   Rebalance(now);
   grant->hosts.clear();
   for (const auto& [host, slots] : job.held) {
-    Grant::Host h{host, slots, {}};
+    Grant::Host h{host, slots, {}, StartThrough(host)};
     for (int slot : slots) {
       const std::string* device = Device(host, slot);
       h.devices.push_back(device != nullptr ? *device : "");
@@ -436,6 +443,7 @@ nlohmann::json PoolState::Status(PoolTime now) const {
   nlohmann::json hosts = nlohmann::json::array();
   for (const PoolHost& h : hosts_) {
     hosts.push_back({{"host", h.name}, {"slots", h.slots}, {"devices", h.devices}});
+    if (!h.start_through.empty()) hosts.back()["start_through"] = h.start_through;
   }
   std::vector<const Job*> order;
   for (const auto& [id, job] : jobs_) order.push_back(&job);

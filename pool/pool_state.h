@@ -45,6 +45,8 @@ struct PoolHost {
   std::string name;
   int slots = 0;
   std::vector<std::string> devices;  // GPU ids ("0", a UUID); empty: plain slots
+  std::string start_through{};       // Grant::Host::start_through of its grants (an initializer:
+                                     // {name, slots, devices} stays a complete aggregate)
   bool operator==(const PoolHost&) const = default;
 };
 
@@ -130,6 +132,7 @@ class PoolState {
   void Grow(Job* job, int by, PoolTime now);
   std::map<std::string, std::set<int>> Busy() const;
   const std::string* Device(const std::string& host, int slot) const;
+  std::string StartThrough(const std::string& host) const;  // "" for a host the pool lacks
   void ReportAllocation();
 
   std::string name_;

@@ -26,6 +26,7 @@ constexpr char kHosts[] = "hosts";
 constexpr char kHost[] = "host";
 constexpr char kSlots[] = "slots";
 constexpr char kDevices[] = "devices";
+constexpr char kStartThrough[] = "start_through";
 constexpr char kTarget[] = "target";
 constexpr char kQueued[] = "queued";
 constexpr char kJob[] = "job";
@@ -118,7 +119,7 @@ bool ReadGrantHost(const json& j, Grant::Host* host) {
     if (!Read(d, &device)) return false;
     host->devices.push_back(std::move(device));
   }
-  return true;
+  return Optional(j, kStartThrough, &host->start_through);
 }
 
 }  // namespace
@@ -200,7 +201,9 @@ bool SyncRequestFromJson(const json& j, SyncRequest* request) {
 json GrantToJson(const Grant& grant) {
   json hosts = json::array();
   for (const Grant::Host& h : grant.hosts) {
-    hosts.push_back({{kHost, h.name}, {kSlots, h.slots}, {kDevices, h.devices}});
+    json host = {{kHost, h.name}, {kSlots, h.slots}, {kDevices, h.devices}};
+    if (!h.start_through.empty()) host[kStartThrough] = h.start_through;
+    hosts.push_back(std::move(host));
   }
   return {{kHosts, hosts}, {kTarget, grant.target}, {kQueued, grant.queued}, {kVersion, grant.version}};
 }

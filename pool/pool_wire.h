@@ -6,8 +6,8 @@
 //                                       "held": HostLists, "releasing": [Releasing]}
 //                         JoinReply    {"id", "version"}
 //   POST /jobs/ID/sync    SyncRequest  {"live": HostLists, "seen"}
-//                         Grant        {"hosts": [{"host", "slots", "devices"}], "target",
-//                                       "queued", "version"}
+//                         Grant        {"hosts": [{"host", "slots", "devices", "start_through"}],
+//                                       "target", "queued", "version"}
 //   POST /priority        PriorityRequest {"job", "priority"}
 //   DELETE /jobs/ID, POST /priority, POST /stop: {"ok": true}
 //   any failure           {"error": text}
@@ -79,6 +79,10 @@ struct Grant {
     std::string name;
     std::vector<int> slots;
     std::vector<std::string> devices;  // per slot; empty strings for plain slots
+    // The remote-shell template ({host}) a job on another machine starts its ranks here through
+    // (a pool inside Slurm: srun in the pool's allocation); "": its own way (SSH). Optional on
+    // the wire, written only when set.
+    std::string start_through{};
   };
   std::vector<Host> hosts;
   int target = 0;

@@ -193,6 +193,11 @@ bool AllocationHosts(const std::vector<std::string>& env, std::vector<discovery:
   return true;
 }
 
+bool SlotsCountGpus(const std::vector<std::string>& env) {
+  return EnvValue(env, "ETRUN_SLURM_SLOTS").empty() &&
+         !(EnvValue(env, "SLURM_GPUS_ON_NODE").empty() && EnvValue(env, "SLURM_GPUS_PER_NODE").empty());
+}
+
 std::string SrunTemplate(const std::string& job_id) {
   // --overlap: ranks' steps share the allocation's CPUs and memory (Slurm >= 20.11); one task on
   // {host}; --quiet keeps srun's own notes off the rank's stderr.

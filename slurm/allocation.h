@@ -31,6 +31,10 @@ bool InAllocation(const std::vector<std::string>& env);
 bool AllocationHosts(const std::vector<std::string>& env, std::vector<discovery::HostSlots>* hosts,
                      std::string* err);
 
+// Whether AllocationHosts' slots per node count the node's GPUs: SLURM_GPUS_ON_NODE or
+// SLURM_GPUS_PER_NODE decided them (ETRUN_SLURM_SLOTS unset).
+bool SlotsCountGpus(const std::vector<std::string>& env);
+
 // The --remote-shell template that starts one rank on {host} of allocation `job_id`.
 std::string SrunTemplate(const std::string& job_id);
 

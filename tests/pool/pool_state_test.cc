@@ -190,6 +190,26 @@ TEST_CASE("pool: GPU devices per slot; ranks-per-gpu shares a device among slots
   CHECK(two.grant.hosts[0].devices == std::vector<std::string>{"GPU-b"});
 }
 
+TEST_CASE("pool: each grant says how its hosts' ranks start; the status shows it") {
+  // Given a pool inside Slurm (every host through srun) but h3 without a template, a job's
+  // grant carries each held host's template, and none for h3.
+  PoolState pool("p", 1, 0ms, [](const char*, nlohmann::json) {});
+  PoolTime t{};
+  const std::string srun = "srun --overlap --jobid=7 --nodes=1 --ntasks=1 --nodelist={host} --quiet";
+  pool.SetHosts({{"h1", 1, {}, srun}, {"h2", 1, {}, srun}, {"h3", 1, {}, ""}}, t);
+  std::string err;
+  FakeJob job{pool.Join(Request("job", 1, 3), t, &err), {}, {}};
+  job.Sync(&pool, t);
+  REQUIRE(job.grant.hosts.size() == 3);
+  for (const Grant::Host& h : job.grant.hosts) {
+    CAPTURE(h.name);
+    CHECK(h.start_through == (h.name == "h3" ? "" : srun));
+  }
+  nlohmann::json hosts = pool.Status(t)["hosts"];
+  CHECK(hosts[0]["start_through"] == srun);
+  CHECK_FALSE(hosts[2].contains("start_through"));
+}
+
 TEST_CASE("pool: re-registration keeps free slots, cuts at a taken one") {
   PoolState pool("p", 1, 0ms, [](const char*, nlohmann::json) {});
   PoolTime t{};
