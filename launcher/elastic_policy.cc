@@ -328,6 +328,11 @@ void ElasticPolicy::Fence(const std::string& lost) {
     context_->FenceHere(addresses);
     fenced.push_back("this machine");
   }
+  if (fenced.empty()) {
+    spdlog::info("host {} is lost; its peers' connections to it cannot be cut (no way to run "
+                 "ss -K where they are): their collectives wait for Gloo's timeout", lost);
+    return;
+  }
   spdlog::info("host {} is lost: its peers' connections to it are cut on {}, so their "
                "collectives fail now", lost, fmt::join(fenced, ", "));
 }

@@ -52,8 +52,8 @@ run_ctest() {  # run_ctest DIR [PYTEST_ADDOPTS [CTEST_ARGS...]]
 # tests (shell scripts), the smoke program, MPI (mpirun does the work), the Slurm cluster on the
 # test bed (no etrun in it) and the 10,000-connection test. TSan, whose interest is etrun's
 # threads (output writer, SSH hosts, discovery runner, rendezvous), runs the integration files
-# that exercise them; the test bed's multi-host and fault tests run under ASan only, which keeps
-# CI within 30 minutes on 2 cores.
+# that exercise them; the test bed's multi-host, Slurm and fault tests run under ASan only, which
+# keeps CI within 30 minutes on 2 cores.
 it=$PWD/tests/integration
 skip_common="--ignore=$it/test_soak.py --ignore=$it/test_elastic_torch.py
   --ignore=$it/test_discovery_scripts.py --ignore=$it/test_smoke.py --ignore=$it/test_mpi.py
@@ -62,7 +62,8 @@ skip_common="--ignore=$it/test_soak.py --ignore=$it/test_elastic_torch.py
 asan_pytest="$skip_common"
 tsan_pytest="$skip_common --ignore=$it/test_report.py --ignore=$it/test_limits.py
   --ignore=$it/test_multihost.py --ignore=$it/test_testbed.py --ignore=$it/test_standins.py
-  --ignore=$it/test_bad_inputs.py
+  --ignore=$it/test_bad_inputs.py --ignore=$it/test_slurm.py --ignore=$it/test_slurm_preempt.py
+  --ignore=$it/test_pool_slurm.py
   --ignore=$it/test_ssh_netns.py --ignore=$it/test_elastic_protocol.py"
 
 stage "release build" build build all -- -DCMAKE_BUILD_TYPE=Release

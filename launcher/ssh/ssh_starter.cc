@@ -1,7 +1,11 @@
 #include "launcher/ssh/ssh_starter.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "launcher/child.h"
 #include "launcher/ssh/remote_shell.h"
 #include "launcher/ssh/ssh_rank.h"
 
@@ -16,11 +20,39 @@ std::string SelfPath() {
   return n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("etrun");
 }
 
+// Runs `command` under /bin/sh with no input or output, not waited for: a grandchild in its own
+// session, adopted by init once its parent (waited for here, at once) has exited.
+bool RunInBackground(const std::string& command) {
+  pid_t child = fork();
+  if (child < 0) return false;
+  if (child == 0) {
+    if (fork() == 0) {
+      setsid();
+      int null = open("/dev/null", O_RDWR);
+      if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+      }
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 }  // namespace
 
 bool SshStarter::StubArgv(const RemoteRank& rank, std::vector<std::string>* argv, std::string* err) {
   const std::string& shell = rank.remote_shell.empty() ? config_.remote_shell : rank.remote_shell;
-  if (!rank.remote_shell.empty()) own_shell_hosts_.insert(rank.host);
+  if (!rank.remote_shell.empty()) {
+    own_shell_hosts_.insert(rank.host);
+    own_templates_[rank.host] = rank.remote_shell;
+  }
   // Over libssh2 the wrapper can read the launcher address from SSH_CONNECTION; a remote shell
   // may pass through other machines (ssh -J, kubectl), so its ranks are told the address.
   // Through srun the exit status comes as a record (remote_shell.h): srun exits 0 when its node
@@ -57,8 +89,16 @@ bool SshStarter::StubArgv(const RemoteRank& rank, std::vector<std::string>* argv
 }
 
 bool SshStarter::RunDetached(const std::string& host, const std::string& command) {
-  return config_.remote_shell.empty() && own_shell_hosts_.count(host) == 0 &&
-         hosts_.RunDetached(host, command);
+  if (config_.remote_shell.empty() && own_shell_hosts_.count(host) == 0) {
+    return hosts_.RunDetached(host, command);
+  }
+  // Through srun only (a step ends by itself; another remote shell may need more supervision
+  // than a detached process has): the template of the host's ranks, bounded by a timeout.
+  auto own = own_templates_.find(host);
+  const std::string& shell = own != own_templates_.end() ? own->second : config_.remote_shell;
+  if (!UsesExitRecord(shell)) return false;
+  return RunInBackground("exec timeout -s KILL " + std::to_string(kDetachedTimeoutS) + " sh -c " +
+                         ShellQuote(RemoteShellCommand(shell, host, command)));
 }
 
 bool SshStarter::Unreachable(const std::string& host, const ExitStatus& status) const {

@@ -7,6 +7,7 @@
 #ifndef ETRUN_LAUNCHER_SSH_SSH_STARTER_H_
 #define ETRUN_LAUNCHER_SSH_SSH_STARTER_H_
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -17,6 +18,9 @@
 
 namespace etrun::launcher {
 
+// How long a command run through srun by RunDetached may take before it is killed.
+inline constexpr int kDetachedTimeoutS = 30;
+
 class SshStarter : public RemoteStarter {
  public:
   // Reads the SSH flags and --remote-shell of `config`, which must outlive the starter.
@@ -24,8 +28,9 @@ class SshStarter : public RemoteStarter {
 
   bool StubArgv(const RemoteRank& rank, std::vector<std::string>* argv, std::string* err) override;
   bool Unreachable(const std::string& host, const ExitStatus& status) const override;
-  // Over the host's SSH connection; not through --remote-shell (each would be another process
-  // to supervise), where it returns false.
+  // Over the host's SSH connection; through srun (etrun's template inside Slurm, or the user's) as
+  // a background step bounded by kDetachedTimeoutS; not through other remote shells (each would
+  // be another process to supervise), where it returns false.
   bool RunDetached(const std::string& host, const std::string& command) override;
 
   // The SSH connections opened so far.
@@ -35,6 +40,7 @@ class SshStarter : public RemoteStarter {
   const JobConfig& config_;
   SshHosts hosts_;
   std::set<std::string> own_shell_hosts_;  // hosts whose ranks started through their own template
+  std::map<std::string, std::string> own_templates_;  // and those templates
 };
 
 }  // namespace etrun::launcher

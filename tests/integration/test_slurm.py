@@ -164,7 +164,7 @@ def test_an_elastic_job_grows_onto_another_allocation_and_drains_when_it_ends(cl
     # h3 away again. Twice: the second spare job's h3 is a new lease, not the blacklisted host of
     # the first. The training never stops and keeps every step once.
     marker = next(iter(marker_env.values()))
-    job = SlurmJob(cluster, tmp_path, marker_env, 2, steps=800,
+    job = SlurmJob(cluster, tmp_path, marker_env, 2, steps=500,
                    extra=["--discovery-interval", "0.2", "--add-slurm-jobs", "spare"],
                    env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "120"})
     spares = []
@@ -185,7 +185,65 @@ def test_an_elastic_job_grows_onto_another_allocation_and_drains_when_it_ends(cl
     finally:
         for spare in spares:
             cluster.run_launcher(["scancel", spare], timeout=30)
-    job.check_training(800)
+    job.check_training(500)
     assert sizes_in_order(job.lines())[:5] == [2, 3, 2, 3, 2]
     assert wait_until(lambda: processes_with_marker(marker) == [], timeout=20)
     cluster.wait_idle()
+
+
+def test_an_elastic_job_survives_a_node_whose_slurmd_is_killed(cluster, tmp_path, marker_env):
+    # h3's slurmd dies: its step runs on (and says it is alive) until slurmctld declares the node
+    # DOWN (SlurmdTimeout, 5 s on the bed) and srun reports the node failure; then as for a node
+    # set DOWN. Once the slurmd is back, nothing of the job is left on h3.
+    marker = next(iter(marker_env.values()))
+    job = SlurmJob(cluster, tmp_path, marker_env, 3, steps=500,
+                   extra=["--discovery-interval", "0.2"], env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "120"})
+    try:
+        assert job.wait_for_size(3), job.err()
+        os.kill(cluster.slurmd_pid("h3"), signal.SIGKILL)
+        assert job.wait_for_size(2, timeout=90), job.err()
+    finally:
+        if cluster.slurmd_pid("h3") is None:
+            cluster.start_slurmd("h3")
+    assert job.finish() == 0, job.err()
+    # ReturnToService=1 brings h3 back once its slurmd registers; RESUME if it is still DOWN.
+    cluster.run_launcher(["scontrol", "update", "NodeName=h3", "State=RESUME"], timeout=30)
+    job.check_training(500)
+    assert sizes_in_order(job.lines())[:2] == [3, 2]
+    assert "srun: error: Node failure on h3" in job.err(), job.err()
+    assert wait_until(lambda: marked_on(cluster.bed, "h3", marker) == [], timeout=30)
+    cluster.wait_idle(timeout=60)
+
+
+def test_an_elastic_job_survives_a_node_whose_link_is_cut(cluster, tmp_path, marker_env):
+    # h3's link is cut: no RST comes, and Slurm would take far longer than Gloo's timeout to call
+    # h3 down. Its rank's alive records stop: after --lost-host-timeout (3 s) the stub gives up
+    # on srun, h3 is lost, and the survivors' sockets to it are cut through srun (ss -K on h1 and
+    # h2), so their collective fails now and the world resets to 2 with its state. After the heal,
+    # the stranded rank on h3 is gone.
+    marker = next(iter(marker_env.values()))
+    job = SlurmJob(cluster, tmp_path, marker_env, 3, steps=400,
+                   extra=["--discovery-interval", "0.2", "--log-level", "INFO"],
+                   env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "120"})
+    stranded = []
+    try:
+        assert job.wait_for_size(3), job.err()
+        stranded = marked_on(cluster.bed, "h3", marker)
+        assert stranded
+        cluster.bed.cut("h3")
+        try:
+            assert job.wait_for_size(2, timeout=60), job.err()
+        finally:
+            cluster.bed.heal("h3")
+        assert job.finish(timeout=120) == 0, job.err()
+    finally:
+        cluster.run_launcher(["scontrol", "update", "NodeName=h3", "State=RESUME"], timeout=30)
+    job.check_training(400)
+    assert sizes_in_order(job.lines())[:2] == [3, 2]
+    err = job.err()
+    assert "etrun: error: no answer from h3 for 3 s (--lost-host-timeout): the host's ranks are lost" in err, err
+    assert "host h3 is lost: its peers' connections to it are cut on h1, h2" in err, err
+    assert wait_until(lambda: not any(os.path.exists(f"/proc/{p}") for p in stranded), timeout=60), \
+        [open(f"/proc/{p}/cmdline").read() for p in stranded if os.path.exists(f"/proc/{p}")]
+    assert wait_until(lambda: processes_with_marker(marker) == [], timeout=30)
+    cluster.wait_idle(timeout=60)
