@@ -1,21 +1,28 @@
-# Debian packages etrun needs to build, test, benchmark and run its examples (slurm-wlm and
-# munge: the Slurm cluster on the test bed, scripts/slurmbed.py). Sourced by
-# scripts/setup.sh and scripts/test.sh; `ensure_packages` installs only what is missing.
+# Debian packages etrun needs. ETRUN_PACKAGES: to build it, run it (SSH and --mpi ranks) and run
+# its examples (PyTorch); scripts/setup.sh installs these. ETRUN_TEST_PACKAGES: what only the test
+# suite and the benchmarks use (sanitizer runtimes and clang for the fuzzer, pytest, sshd for the
+# test bed's hosts, slurm-wlm and munge for the Slurm cluster on the test bed, shellcheck, load
+# and timing tools); scripts/test.sh installs both. `ensure_packages [PKG...]` installs those of
+# the given packages (default: ETRUN_PACKAGES) that are missing.
 ETRUN_PACKAGES=(
-  build-essential cmake pkg-config clang libclang-rt-14-dev
-  libasan8 libtsan2 libubsan1
+  build-essential cmake pkg-config
   libcli11-dev libboost-dev libboost-filesystem-dev libboost-system-dev
   libssh2-1-dev libssl-dev libopenmpi-dev openmpi-bin
   libspdlog-dev libfmt-dev doctest-dev nlohmann-json3-dev
-  python3 python3-pytest python3-torch python3-mpi4py strace
-  hyperfine wrk time procps openssh-server openssh-client shellcheck help2man
+  python3 python3-torch procps openssh-client help2man
+)
+ETRUN_TEST_PACKAGES=(
+  clang libclang-rt-14-dev libasan8 libtsan2 libubsan1
+  python3-pytest python3-mpi4py strace hyperfine wrk time openssh-server shellcheck
   slurm-wlm munge
 )
 
 ensure_packages() {
   local missing=()
   local pkg
-  for pkg in "${ETRUN_PACKAGES[@]}"; do
+  local wanted=("$@")
+  if [ ${#wanted[@]} -eq 0 ]; then wanted=("${ETRUN_PACKAGES[@]}"); fi
+  for pkg in "${wanted[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
       missing+=("$pkg")
     fi

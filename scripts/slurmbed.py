@@ -106,7 +106,7 @@ def _check_supported():
     missing = [t for t in DAEMONS + CLIENTS if _which(t) is None]
     if missing:
         raise Unsupported("slurmbed: missing %s (Debian packages slurm-wlm and munge: "
-                          "`source scripts/deps.sh && ensure_packages` installs them)"
+                          "scripts/test.sh installs them, or apt-get install slurm-wlm munge)"
                           % ", ".join(missing))
 
 

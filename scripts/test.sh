@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
-ensure_packages
+ensure_packages "${ETRUN_PACKAGES[@]}" "${ETRUN_TEST_PACKAGES[@]}"
 werror=OFF
 if [ "${CI:-}" = "true" ]; then werror=ON; fi
 
