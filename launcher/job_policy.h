@@ -54,7 +54,8 @@ class JobPolicy {
 
   // The first SIGINT, SIGTERM or SIGHUP.
   virtual void OnStopSignal(int sig) = 0;
-  // A later one. Default: every rank is killed now.
+  // A later one. Default: a second SIGINT (Ctrl-C) kills every rank now; SIGTERM and SIGHUP
+  // leave the stop as it was (SIGKILL after the grace period).
   virtual void OnRepeatedStopSignal(int sig);
   // SIGUSR1 or SIGUSR2. Default: forwarded to every rank.
   virtual void OnUserSignal(int sig);

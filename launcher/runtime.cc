@@ -33,6 +33,12 @@ nlohmann::json OptionalInt(const std::optional<int>& v) {
 }  // namespace
 
 void JobPolicy::OnRepeatedStopSignal(int sig) {
+  // Only a person presses Ctrl-C twice; SIGTERM and SIGHUP come again from schedulers (Slurm
+  // signals every process of a job, the batch script passes it on too), which mean one stop.
+  if (sig != SIGINT) {
+    spdlog::info("received {} again: still stopping (SIGKILL after the grace period)", SignalName(sig));
+    return;
+  }
   spdlog::warn("received {} again: killing every rank now", SignalName(sig));
   context_->SignalAll(SIGKILL);
 }

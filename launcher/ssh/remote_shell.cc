@@ -77,6 +77,9 @@ std::string ExitRecordFilter::Feed(std::string_view piece) {
     if (body == kAliveWord) {
       ++alive_;
       known = true;
+    } else if (body == kTermWord) {
+      ++term_;
+      known = true;
     } else if (body.starts_with(kExit) && body.size() > kExit.size() && body.size() <= kExit.size() + 3) {
       int code = 0;
       known = true;
@@ -151,6 +154,8 @@ double Now() {
 bool PassStderr(int fd, ExitRecordFilter* filter, double lost_after_s) {
   char buffer[16384];
   double last = Now();
+  pid_t etrun = getppid();
+  bool passed_term = false;
   while (true) {
     struct pollfd p = {fd, POLLIN, 0};
     int ready = poll(&p, 1, 200);
@@ -161,6 +166,10 @@ bool PassStderr(int fd, ExitRecordFilter* filter, double lost_after_s) {
       if (n <= 0) break;
       last = Now();
       WriteAll(STDERR_FILENO, filter->Feed(std::string_view(buffer, static_cast<size_t>(n))));
+      if (filter->term() > 0 && !passed_term) {
+        passed_term = true;
+        if (getppid() == etrun && etrun > 1) kill(etrun, SIGTERM);  // not whoever adopted us
+      }
     } else if (lost_after_s > 0 && filter->alive() > 0 && Now() - last > lost_after_s) {
       WriteAll(STDERR_FILENO, filter->Finish());
       return false;

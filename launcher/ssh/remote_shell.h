@@ -37,6 +37,10 @@ inline constexpr char kRecordLead[] = "\036etrun-";
 inline constexpr char kExitRecord[] = "\036etrun-exit ";
 inline constexpr char kExitRecordShell[] = "\\036etrun-exit ";
 inline constexpr char kAliveWord[] = "alive";
+// The term record, kRecordLead + kTermWord: the remote wrapper got SIGTERM from outside (Slurm
+// signalling the job's steps). The stub passes it on to etrun (its parent) as a SIGTERM: the whole
+// job drains, as when Slurm signals the batch shell.
+inline constexpr char kTermWord[] = "term";
 
 // Whether ranks through `remote_shell` report their exit status with a record: its program is
 // srun (etrun's own template inside an allocation, or the user's).
@@ -51,11 +55,13 @@ class ExitRecordFilter {
   bool seen() const { return code_ >= 0; }
   int code() const { return code_; }  // the last exit record's; -1: none
   int alive() const { return alive_; }  // alive records so far
+  int term() const { return term_; }    // term records so far
 
  private:
   std::string held_;
   int code_ = -1;
   int alive_ = 0;
+  int term_ = 0;
 };
 
 // Whether `remote_shell` names the host with {host}. Returns false and sets *err otherwise.

@@ -32,14 +32,15 @@ constexpr char kWrapper[] =
 constexpr char kWrapperWait[] = "wait \"$p\"; s=$?; kill -KILL -\"$w\" \"$w\" 2>/dev/null; ";
 
 // The end of kWrapper with records (remote_shell.h): an alive record on stderr every second while
-// the wrapper runs; a SIGTERM to the wrapper (Slurm signalling the step's processes) is passed to
-// the command, and the wrapper waits on, so its exit record still comes. The heartbeat ignores
+// the wrapper runs; a SIGTERM to the wrapper (Slurm signalling the step's processes: scancel
+// --signal=TERM, preemption) is said with a term record and passed to the command, and the
+// wrapper waits on, so its exit record still comes. The heartbeat ignores
 // SIGTERM so a draining rank is not taken for a lost host. Each helper is killed by its group and
 // its pid: one that has not yet called setsid has no group yet.
 constexpr char kWrapperWaitRecorded[] =
     "setsid sh -c 'trap \"\" TERM; while kill -0 \"$1\" 2>/dev/null && "
     "printf \"\\036etrun-alive\\n\" >&2; do sleep 1; done' etrun-alive \"$$\" >/dev/null & h=$!; "
-    "trap 'kill -TERM -\"$p\" 2>/dev/null' TERM; "
+    "trap 'printf \"\\036etrun-term\\n\" >&2; kill -TERM -\"$p\" 2>/dev/null' TERM; "
     "while :; do wait \"$p\"; s=$?; kill -0 \"$p\" 2>/dev/null || break; done; "
     "kill -KILL -\"$w\" \"$w\" -\"$h\" \"$h\" 2>/dev/null; ";
 

@@ -48,6 +48,19 @@ TEST_CASE("output that only looks like an exit record is passed on as it is") {
   }
 }
 
+TEST_CASE("alive and term records are counted and taken out too") {
+  const std::string stream = std::string("a") + kRecordLead + kAliveWord + "\nb" + kRecordLead +
+                             kTermWord + "\n" + kRecordLead + kAliveWord + "\nc" + kExitRecord + "0\n";
+  for (size_t piece = 1; piece <= stream.size(); ++piece) {
+    CAPTURE(piece);
+    ExitRecordFilter filter;
+    CHECK(Filtered(stream, piece, &filter) == "abc");
+    CHECK(filter.alive() == 2);
+    CHECK(filter.term() == 1);
+    CHECK(filter.code() == 0);
+  }
+}
+
 TEST_CASE("ranks through srun use exit records; other remote shells do not") {
   CHECK(UsesExitRecord("srun --overlap --jobid=7 --nodelist={host}"));
   CHECK(UsesExitRecord("  /usr/bin/srun -w {host}"));
