@@ -232,14 +232,18 @@ bool ChooseListenAddress(const std::vector<std::string>& requested, bool hosts_k
   return true;
 }
 
-bool RouteTowardAddress(uint32_t address, const std::vector<Interface>& interfaces,
-                        std::string* nic, std::string* source_ip) {
+std::string Ipv4Text(uint32_t address) {
   struct in_addr a;
   a.s_addr = htonl(address);
   char buf[INET_ADDRSTRLEN];
+  return inet_ntop(AF_INET, &a, buf, sizeof(buf)) != nullptr ? buf : "";
+}
+
+bool RouteTowardAddress(uint32_t address, const std::vector<Interface>& interfaces,
+                        std::string* nic, std::string* source_ip) {
+  std::string text = Ipv4Text(address);
   std::string unused;
-  return inet_ntop(AF_INET, &a, buf, sizeof(buf)) != nullptr &&
-         RouteToward(buf, interfaces, nic, source_ip, &unused);
+  return !text.empty() && RouteToward(text, interfaces, nic, source_ip, &unused);
 }
 
 std::string LauncherAddressToward(const std::vector<uint32_t>& host_ipv4,

@@ -31,6 +31,9 @@ bool IsLocalHost(const std::string& host, const std::vector<Interface>& interfac
 // when it does not resolve. Blocking (getaddrinfo).
 std::vector<uint32_t> ResolveIPv4(const std::string& host);
 
+// An IPv4 address in host byte order (ResolveIPv4's) as a dotted quad.
+std::string Ipv4Text(uint32_t address);
+
 // What etrun needs to know of a host name, found once.
 struct HostInfo {
   bool local = false;          // names this machine (IsLocalHost)

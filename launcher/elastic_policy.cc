@@ -307,7 +307,7 @@ void ElasticPolicy::Fence(const std::string& lost) {
   if (!fenced_.insert(lost).second) return;  // once per loss
   std::vector<std::string> addresses;
   for (uint32_t a : context_->hosts().Lookup(lost).ipv4) {
-    addresses.push_back(fmt::format("{}.{}.{}.{}", a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255));
+    addresses.push_back(discovery::Ipv4Text(a));
   }
   std::set<std::string> survivors;
   for (const auto& [id, key] : slots_) {

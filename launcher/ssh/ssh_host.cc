@@ -161,11 +161,15 @@ bool SshHost::State::StartHeartbeat(Session* s) {
 
 void SshHost::State::CheckLiveness() {
   auto now = Clock::now();
+  // Formatted only when a connection is lost (this runs on every turn of the host's loop).
+  auto lose_all = [this] {
+    std::string why = fmt::format("no answer for {:g} s (--lost-host-timeout)", target.host_timeout_s);
+    while (!sessions.empty()) LoseSession(sessions.back().get(), why);  // erases it
+  };
   for (size_t i = 0; i < sessions.size(); ++i) {
     Session* s = sessions[i].get();
-    std::string why = fmt::format("no answer for {:g} s (--lost-host-timeout)", target.host_timeout_s);
     if (s->channels > 0 && now - s->opened >= kHeartbeatAfter && !StartHeartbeat(s)) {
-      while (!sessions.empty()) LoseSession(sessions.back().get(), why);  // erases it
+      lose_all();
       return;
     }
     while (s->heartbeat != nullptr) {
@@ -191,7 +195,7 @@ void SshHost::State::CheckLiveness() {
         now - s->last_heard < std::chrono::duration<double>(target.host_timeout_s)) {
       continue;
     }
-    while (!sessions.empty()) LoseSession(sessions.back().get(), why);  // erases it
+    lose_all();
     return;
   }
 }

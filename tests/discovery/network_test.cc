@@ -88,3 +88,11 @@ TEST_CASE("the launcher address told to a host: the route's source, else the fir
 
 }  // namespace
 }  // namespace etrun::discovery
+
+TEST_CASE("IPv4 addresses in host byte order print as dotted quads") {
+  using etrun::discovery::Ipv4Text;
+  CHECK(Ipv4Text(0xC6120203u) == "198.18.2.3");
+  CHECK(Ipv4Text(0x7F000001u) == "127.0.0.1");
+  CHECK(Ipv4Text(0) == "0.0.0.0");
+  CHECK(Ipv4Text(0xFFFFFFFFu) == "255.255.255.255");
+}
