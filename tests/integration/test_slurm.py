@@ -90,18 +90,20 @@ def test_etrun_stopped_or_killed_inside_salloc_leaves_nothing_on_any_node(cluste
 
 class SlurmJob(BedJob):
     """An elastic job under `salloc -N<n> --no-kill` (a node failure does not end the allocation),
-    etrun taking the allocation's nodes with no host flags."""
+    etrun taking the allocation's nodes with no host flags, polling them every 0.2 s; Gloo's
+    timeout (the stand-in's) is 120 s, so a survivor that waits for it fails the test."""
 
-    def __init__(self, cluster, tmp_path, marker_env, nodes, steps, extra=(), env=None):
+    def __init__(self, cluster, tmp_path, marker_env, nodes, steps, extra=()):
         self.bed = cluster.bed
         self.events = tmp_path / "events.jsonl"
         self.out_path = tmp_path / "out.txt"
         self.err_path = tmp_path / "err.txt"
         cmd = ["salloc", f"-N{nodes}", "--no-kill", ETRUN, "--min-np", "2", "--events-file",
-               str(self.events), *extra, PYTHON, STANDIN, "--steps", str(steps), "--step-seconds",
-               "0.05", "--timeout", "120"]
+               str(self.events), "--discovery-interval", "0.2", *extra, PYTHON, STANDIN,
+               "--steps", str(steps), "--step-seconds", "0.05", "--timeout", "120"]
         self.proc = subprocess.Popen(cluster.exec_argv(cmd),
-                                     env=cluster.env(dict(os.environ, **marker_env, **(env or {}))),
+                                     env=cluster.env(dict(os.environ, **marker_env,
+                                                          HOROVOD_GLOO_TIMEOUT_SECONDS="120")),
                                      stdout=open(self.out_path, "wb"), stderr=open(self.err_path, "wb"),
                                      stdin=subprocess.DEVNULL)
 
@@ -116,8 +118,7 @@ def test_an_elastic_job_survives_a_node_set_down_and_finishes_on_the_others(clus
     # missing exit record makes it a lost host: blacklisted, the world resets to 2 with its state
     # and every step is committed once. Nothing of the job is left on h3.
     marker = next(iter(marker_env.values()))
-    job = SlurmJob(cluster, tmp_path, marker_env, 3, steps=200,
-                   env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "120"})
+    job = SlurmJob(cluster, tmp_path, marker_env, 3, steps=200)
     try:
         assert job.wait_for_size(3), job.err()
         assert marked_on(cluster.bed, "h3", marker)
@@ -145,8 +146,7 @@ def test_an_elastic_job_follows_its_allocation_shrinking(cluster, tmp_path, mark
     # `scontrol update JobId=... NumNodes=2` releases h3: Slurm ends the step there at once and
     # the next squeue poll no longer lists h3; the job trains on at 2 and finishes, h3 is idle.
     marker = next(iter(marker_env.values()))
-    job = SlurmJob(cluster, tmp_path, marker_env, 3, steps=200,
-                   extra=["--discovery-interval", "0.2"], env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "120"})
+    job = SlurmJob(cluster, tmp_path, marker_env, 3, steps=200)
     assert job.wait_for_size(3), job.err()
     scontrol(cluster, "update", f"JobId={job_id(cluster)}", "NumNodes=2")
     assert job.wait_for_size(2, timeout=60), job.err()
@@ -165,8 +165,7 @@ def test_an_elastic_job_grows_onto_another_allocation_and_drains_when_it_ends(cl
     # the first. The training never stops and keeps every step once.
     marker = next(iter(marker_env.values()))
     job = SlurmJob(cluster, tmp_path, marker_env, 2, steps=500,
-                   extra=["--discovery-interval", "0.2", "--add-slurm-jobs", "spare"],
-                   env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "120"})
+                   extra=["--add-slurm-jobs", "spare"])
     spares = []
     try:
         assert job.wait_for_size(2), job.err()
@@ -196,8 +195,7 @@ def test_an_elastic_job_survives_a_node_whose_slurmd_is_killed(cluster, tmp_path
     # DOWN (SlurmdTimeout, 5 s on the bed) and srun reports the node failure; then as for a node
     # set DOWN. Once the slurmd is back, nothing of the job is left on h3.
     marker = next(iter(marker_env.values()))
-    job = SlurmJob(cluster, tmp_path, marker_env, 3, steps=500,
-                   extra=["--discovery-interval", "0.2"], env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "120"})
+    job = SlurmJob(cluster, tmp_path, marker_env, 3, steps=500)
     try:
         assert job.wait_for_size(3), job.err()
         os.kill(cluster.slurmd_pid("h3"), signal.SIGKILL)
@@ -223,8 +221,7 @@ def test_an_elastic_job_survives_a_node_whose_link_is_cut(cluster, tmp_path, mar
     # the stranded rank on h3 is gone.
     marker = next(iter(marker_env.values()))
     job = SlurmJob(cluster, tmp_path, marker_env, 3, steps=400,
-                   extra=["--discovery-interval", "0.2", "--log-level", "INFO"],
-                   env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "120"})
+                   extra=["--log-level", "INFO"])
     stranded = []
     try:
         assert job.wait_for_size(3), job.err()
