@@ -23,14 +23,13 @@ int StubMain(int argc, char** argv) {
               launcher::kRemoteShellRankMode);
       return 2;
     }
-    bool record = false;
-    double lost_after_s = 0;
-    if (!launcher::ParseStatusMode(argv[4], &record, &lost_after_s)) {
+    launcher::RecordMode record;
+    if (!launcher::ParseStatusMode(argv[4], &record)) {
       fprintf(stderr, "etrun: error: %s is etrun's internal remote-shell helper mode\n",
               launcher::kRemoteShellRankMode);
       return 2;
     }
-    return launcher::RunRemoteShellRank(argv[2], argv[3], record, lost_after_s);
+    return launcher::RunRemoteShellRank(argv[2], argv[3], record);
   }
   return -1;
 }

@@ -113,22 +113,26 @@ std::string ExitRecordFilter::Finish() {
 
 std::vector<std::string> RemoteShellRankArgs(const std::string& host,
                                              const std::string& command_line, bool exit_record,
-                                             double lost_after_s) {
+                                             double lost_after_s, bool pass_term) {
   if (!exit_record) return {kRemoteShellRankMode, host, command_line, "status"};
   char mode[64];
-  snprintf(mode, sizeof(mode), "record:%g", lost_after_s);
+  snprintf(mode, sizeof(mode), "record:%g%s", lost_after_s, pass_term ? ":term" : "");
   return {kRemoteShellRankMode, host, command_line, mode};
 }
 
-bool ParseStatusMode(const std::string& text, bool* exit_record, double* lost_after_s) {
-  *exit_record = false;
-  *lost_after_s = 0;
+bool ParseStatusMode(const std::string& text, RecordMode* mode) {
+  *mode = RecordMode();
   if (text == "status") return true;
   if (!text.starts_with("record:")) return false;
   char* end = nullptr;
-  *lost_after_s = strtod(text.c_str() + 7, &end);
-  *exit_record = true;
-  return end != text.c_str() + 7 && *end == '\0' && *lost_after_s >= 0;
+  mode->lost_after_s = strtod(text.c_str() + 7, &end);
+  mode->exit_record = true;
+  if (end == text.c_str() + 7 || mode->lost_after_s < 0) return false;
+  if (strcmp(end, ":term") == 0) {
+    mode->pass_term = true;
+    return true;
+  }
+  return *end == '\0';
 }
 
 namespace {
@@ -151,7 +155,7 @@ double Now() {
 
 // Passes the command's stderr on to ours without its records; returns at its end (true), or
 // false when, after its first alive record, nothing came for `lost_after_s` (0: never).
-bool PassStderr(int fd, ExitRecordFilter* filter, double lost_after_s) {
+bool PassStderr(int fd, ExitRecordFilter* filter, double lost_after_s, bool pass_term) {
   char buffer[16384];
   double last = Now();
   pid_t etrun = getppid();
@@ -166,7 +170,7 @@ bool PassStderr(int fd, ExitRecordFilter* filter, double lost_after_s) {
       if (n <= 0) break;
       last = Now();
       WriteAll(STDERR_FILENO, filter->Feed(std::string_view(buffer, static_cast<size_t>(n))));
-      if (filter->term() > 0 && !passed_term) {
+      if (pass_term && filter->term() > 0 && !passed_term) {
         passed_term = true;
         if (getppid() == etrun && etrun > 1) kill(etrun, SIGTERM);  // not whoever adopted us
       }
@@ -182,7 +186,9 @@ bool PassStderr(int fd, ExitRecordFilter* filter, double lost_after_s) {
 }  // namespace
 
 int RunRemoteShellRank(const std::string& host_text, const std::string& command_line,
-                       bool exit_record, double lost_after_s) {
+                       const RecordMode& mode) {
+  bool exit_record = mode.exit_record;
+  double lost_after_s = mode.lost_after_s;
   const char* host = host_text.c_str();
   int fds[2];
   int err_fds[2] = {-1, -1};
@@ -222,7 +228,7 @@ int RunRemoteShellRank(const std::string& host_text, const std::string& command_
   ExitRecordFilter filter;
   bool answered = true;
   if (exit_record) {
-    answered = PassStderr(err_fds[0], &filter, lost_after_s);
+    answered = PassStderr(err_fds[0], &filter, lost_after_s, mode.pass_term);
     // Silent: the host (or the way to it) is gone. The remote shell may wait for a long time
     // (srun until Slurm declares the node down): it is killed, and the host's ranks are lost.
     if (!answered) kill(-child.pid, SIGKILL);

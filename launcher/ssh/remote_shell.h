@@ -71,13 +71,22 @@ bool CheckRemoteShell(const std::string& remote_shell, std::string* err);
 std::string RemoteShellCommand(const std::string& remote_shell, const std::string& host,
                                const std::string& remote_command);
 
+// How a stub learns its rank's status.
+struct RecordMode {
+  bool exit_record = false;  // from records (else the remote shell's exit status)
+  double lost_after_s = 0;   // > 0: lost when no record comes for this long after the first alive
+  bool pass_term = false;    // a term record is passed on to etrun as SIGTERM (the job's own
+                             // allocation; not one it grew onto, which ending is no stop)
+};
+
 // The stub's argv after the program path: the mode, the host (for messages), the command line and
-// how its exit status comes: "status" (the remote shell's), or "record:<lost_after_s>" (records).
+// how its exit status comes: "status" (the remote shell's), or "record:<lost_after_s>[:term]".
 std::vector<std::string> RemoteShellRankArgs(const std::string& host, const std::string& command_line,
-                                             bool exit_record, double lost_after_s = 0);
+                                             bool exit_record, double lost_after_s = 0,
+                                             bool pass_term = false);
 
 // Reads RemoteShellRankArgs' last word. Returns false for anything else.
-bool ParseStatusMode(const std::string& text, bool* exit_record, double* lost_after_s);
+bool ParseStatusMode(const std::string& text, RecordMode* mode);
 
 // The stub (RemoteShellRankArgs, parsed by cli/stub_main.h): runs `command_line` (which reaches
 // `host`) with a pipe as its stdin; returns the exit code to exit with. With `exit_record`, the
@@ -85,8 +94,8 @@ bool ParseStatusMode(const std::string& text, bool* exit_record, double* lost_af
 // record's code, or with kRemoteShellFailure (one line) when the command ended without one or,
 // once alive records came, nothing came for `lost_after_s` seconds (> 0): then the command is
 // killed.
-int RunRemoteShellRank(const std::string& host, const std::string& command_line, bool exit_record,
-                       double lost_after_s = 0);
+int RunRemoteShellRank(const std::string& host, const std::string& command_line,
+                       const RecordMode& mode);
 
 }  // namespace etrun::launcher
 

@@ -69,7 +69,8 @@ bool SshStarter::StubArgv(const RemoteRank& rank, std::vector<std::string>* argv
   *argv = {SelfPath()};
   if (!shell.empty()) {  // through a command such as kubectl exec
     for (std::string& a : RemoteShellRankArgs(rank.host, RemoteShellCommand(shell, rank.host, command),
-                                              record, config_.host_timeout_s)) {
+                                              record, config_.host_timeout_s,
+                                              /*pass_term=*/rank.remote_shell.empty())) {
       argv->push_back(std::move(a));
     }
     return true;

@@ -61,6 +61,19 @@ TEST_CASE("alive and term records are counted and taken out too") {
   }
 }
 
+TEST_CASE("the stub's status mode reads back as written") {
+  RecordMode m;
+  REQUIRE(ParseStatusMode(RemoteShellRankArgs("h", "c", true, 3, true)[3], &m));
+  CHECK((m.exit_record && m.lost_after_s == 3 && m.pass_term));
+  REQUIRE(ParseStatusMode(RemoteShellRankArgs("h", "c", true, 2.5, false)[3], &m));
+  CHECK((m.exit_record && m.lost_after_s == 2.5 && !m.pass_term));
+  REQUIRE(ParseStatusMode(RemoteShellRankArgs("h", "c", false)[3], &m));
+  CHECK_FALSE(m.exit_record);
+  CHECK_FALSE(ParseStatusMode("record:", &m));
+  CHECK_FALSE(ParseStatusMode("record:3:x", &m));
+  CHECK_FALSE(ParseStatusMode("record", &m));
+}
+
 TEST_CASE("ranks through srun use exit records; other remote shells do not") {
   CHECK(UsesExitRecord("srun --overlap --jobid=7 --nodelist={host}"));
   CHECK(UsesExitRecord("  /usr/bin/srun -w {host}"));
@@ -85,7 +98,9 @@ Stub RunStub(const std::string& command_line, bool exit_record) {
     dup2(err[1], 2);
     close(err[0]);
     close(err[1]);
-    _exit(RunRemoteShellRank("h3", command_line, exit_record));
+    RecordMode mode;
+    mode.exit_record = exit_record;
+    _exit(RunRemoteShellRank("h3", command_line, mode));
   }
   close(err[1]);
   Stub stub;
