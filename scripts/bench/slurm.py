@@ -24,11 +24,13 @@ etrun, srun clients, shell loops) and, for 2 s before and after each cell, how b
 with other work.
 
 What a step costs. Each srun is a client process of its own (plugins, a munge credential, its
-I/O and message listeners), asks slurmctld to create the step (one RPC, processed under the job's
-write lock: concurrent creations queue), then sends the launch to each node's slurmd, which
-forks a slurmstepd for the step; the step's end is another RPC to slurmctld. Per-rank steps pay
-this K*R times at once, per-host steps K times (one step: once, slurmd fanning out). On the bed
-every daemon and client shares this machine's 2 cores, so per-rank launch is mostly CPU queueing.
+I/O and message listeners), asks slurmctld to create the step (one RPC, handled under slurmctld's
+job write lock, the whole job table's: concurrent creations queue one at a time), then sends the
+launch to the node's slurmd, which forks a slurmstepd for the step; the step's end is another RPC
+to slurmctld. Per-rank steps pay this K*R times at once, per-host steps K times (one step for the
+job: once, the slurmds fanning the launch out). On the bed every daemon and client shares this
+machine's cores, so concurrent per-rank steps mostly queue for CPU.
+
 But a step with more than one task on a node pays a fixed ~100 ms at exit: slurmstepd, once its
 first task has exited and others have not yet been reaped, sleeps 100 ms to report them in one
 message (`_wait_for_all_tasks` in src/slurmd/slurmstepd/mgr.c: "To limit the amount of traffic
@@ -168,7 +170,8 @@ class SshUser:
     BENCH_USER=root. Removed by close()."""
 
     def __init__(self, work):
-        self.name = os.environ.get("BENCH_USER") or "etrunslurm%d" % (os.getpid() % 100000)
+        root = os.environ.get("BENCH_USER") == "root"
+        self.name = "root" if root else "etrunslurm%d" % (os.getpid() % 100000)
         self.home = os.path.join(work, "sshhome")
         self.made = False
         if self.name == "root":
