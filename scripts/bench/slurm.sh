@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Launch through Slurm on the cluster test bed (see scripts/bench/slurm.py): one srun step per
+# rank, as etrun starts ranks inside an allocation, against one step per host and against etrun
+# over SSH, K = 2, 4, 8 hosts, 1 and 4 ranks per host. Needs root (network namespaces, sshd,
+# useradd) and Debian's slurm-wlm and munge (`source scripts/deps.sh && ensure_packages`).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+exec /usr/bin/python3 scripts/bench/slurm.py "${ETRUN:-build/etrun}" "$@"
