@@ -22,7 +22,7 @@ from testbed import bed_fixture
 HOROVOD_STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "horovod_standin.py")
 
 
-def testbed_script():
+def bed_script():
     return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                         "scripts", "testbed.py")
 
@@ -283,7 +283,7 @@ def test_through_a_remote_shell_ranks_find_their_network_or_say_why_not(bed):
     # rendezvous; h1's rank is stopped, the job exits 255.
     h2 = bed.host("h2")
     subnet = bed.launcher_address.rsplit(".", 1)[0] + ".0/24"
-    shell = f"/usr/bin/python3 {testbed_script()} host --dir {bed.dir} {{host}} --"
+    shell = f"/usr/bin/python3 {bed_script()} host --dir {bed.dir} {{host}} --"
     r = bed.run_launcher([ETRUN, "-np", "2", "--min-np", "2", "-H", "h1:1,h2:1", "--remote-shell",
                           shell, PYTHON, STANDIN, "--steps", "5"], timeout=120)
     assert r.returncode == 0, r.stderr
