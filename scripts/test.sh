@@ -58,9 +58,11 @@ it=$PWD/tests/integration
 skip_common="--ignore=$it/test_soak.py --ignore=$it/test_elastic_torch.py
   --ignore=$it/test_discovery_scripts.py --ignore=$it/test_smoke.py --ignore=$it/test_mpi.py
   --ignore=$it/test_gpu.py --ignore=$it/test_install.py --ignore=$it/test_package.py
-  --ignore=$it/test_slurmbed.py -k 'not 10000_idle'"
-asan_pytest="$skip_common"
-tsan_pytest="$skip_common --ignore=$it/test_report.py --ignore=$it/test_limits.py
+  --ignore=$it/test_slurmbed.py"
+# ASan also leaves the Slurm node faults that wait on Slurm itself (a killed slurmd, a cut link:
+# the release stage runs them; the node set DOWN and the growth tests take the same paths).
+asan_pytest="$skip_common -k 'not 10000_idle and not slurmd_is_killed and not link_is_cut'"
+tsan_pytest="$skip_common -k 'not 10000_idle' --ignore=$it/test_report.py --ignore=$it/test_limits.py
   --ignore=$it/test_multihost.py --ignore=$it/test_testbed.py --ignore=$it/test_standins.py
   --ignore=$it/test_bad_inputs.py --ignore=$it/test_slurm.py --ignore=$it/test_slurm_preempt.py
   --ignore=$it/test_pool_slurm.py
