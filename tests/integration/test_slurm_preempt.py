@@ -87,8 +87,10 @@ def test_a_batch_job_signalled_mid_training_drains_exits_143_is_requeued_and_res
     # (`steps`), as preemption with GraceTime does, Slurm signals only the job's steps: the ranks
     # on h2 and h3 get SIGTERM from Slurm, their wrappers say so and their stubs pass it on to
     # etrun, which drains the whole job the same way.
+    # Mid-training: once seen in CI, Slurm signalling the steps within 0.3 s of their start got
+    # one rank SIGKILLed instead of drained (not understood yet); preemption comes later.
     job = BatchJob(cluster, tmp_path, marker_env)
-    job.wait_training(3)
+    job.wait_training(10)
     job.scancel(*([how] if how != "steps" else []), "--signal=TERM")
     info = job.wait_state("PENDING")  # requeued; Slurm holds it back (BeginTime) for 2 minutes
     requeued_by = time.time()
@@ -108,7 +110,7 @@ def test_a_batch_job_signalled_mid_training_drains_exits_143_is_requeued_and_res
         [open(f"/proc/{p}/cmdline").read() for p in processes_with_marker(job.marker)]
     drained = {r: int(re.fullmatch(r"drained (\d+) rank \d+", lines[-1]).group(1))
                for r, lines in job.ranks().items()}
-    assert sorted(drained) == [0, 1, 2] and min(drained.values()) >= 4, job.text()
+    assert sorted(drained) == [0, 1, 2] and min(drained.values()) >= 11, job.text()
     # The second run resumes each rank from its checkpoint and finishes: every step once.
     # Let it start now (slurm.conf's AuthInfo cred_expire sets the wait; slurmd refuses a launch
     # in the second in which the job's last run was killed).
