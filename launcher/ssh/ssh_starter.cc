@@ -49,10 +49,7 @@ bool RunInBackground(const std::string& command) {
 
 bool SshStarter::StubArgv(const RemoteRank& rank, std::vector<std::string>* argv, std::string* err) {
   const std::string& shell = rank.remote_shell.empty() ? config_.remote_shell : rank.remote_shell;
-  if (!rank.remote_shell.empty()) {
-    own_shell_hosts_.insert(rank.host);
-    own_templates_[rank.host] = rank.remote_shell;
-  }
+  if (!rank.remote_shell.empty()) own_templates_[rank.host] = rank.remote_shell;
   // Over libssh2 the wrapper can read the launcher address from SSH_CONNECTION; a remote shell
   // may pass through other machines (ssh -J, kubectl), so its ranks are told the address.
   // Through srun the exit status comes as a record (remote_shell.h): srun exits 0 when its node
@@ -90,7 +87,7 @@ bool SshStarter::StubArgv(const RemoteRank& rank, std::vector<std::string>* argv
 }
 
 bool SshStarter::RunDetached(const std::string& host, const std::string& command) {
-  if (config_.remote_shell.empty() && own_shell_hosts_.count(host) == 0) {
+  if (config_.remote_shell.empty() && own_templates_.count(host) == 0) {
     return hosts_.RunDetached(host, command);
   }
   // Through srun only (a step ends by itself; another remote shell may need more supervision
@@ -103,7 +100,7 @@ bool SshStarter::RunDetached(const std::string& host, const std::string& command
 }
 
 bool SshStarter::Unreachable(const std::string& host, const ExitStatus& status) const {
-  if (!config_.remote_shell.empty() || own_shell_hosts_.count(host) != 0) {
+  if (!config_.remote_shell.empty() || own_templates_.count(host) != 0) {
     // The remote shell died or failed (ssh's 255), not the rank.
     return status.kind == ExitStatus::Kind::kExited && status.code == kRemoteShellFailure;
   }

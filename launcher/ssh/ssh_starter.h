@@ -8,7 +8,6 @@
 #define ETRUN_LAUNCHER_SSH_SSH_STARTER_H_
 
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -39,8 +38,8 @@ class SshStarter : public RemoteStarter {
  private:
   const JobConfig& config_;
   SshHosts hosts_;
-  std::set<std::string> own_shell_hosts_;  // hosts whose ranks started through their own template
-  std::map<std::string, std::string> own_templates_;  // and those templates
+  // Hosts whose ranks started through a template of their own (RemoteRank::remote_shell), and it.
+  std::map<std::string, std::string> own_templates_;
 };
 
 }  // namespace etrun::launcher
