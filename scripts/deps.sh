@@ -2,7 +2,8 @@
 # its examples (PyTorch); scripts/setup.sh installs these. ETRUN_TEST_PACKAGES: what only the test
 # suite and the benchmarks use (sanitizer runtimes and clang for the fuzzer, pytest, sshd for the
 # test bed's hosts, slurm-wlm and munge for the Slurm cluster on the test bed, shellcheck, load
-# and timing tools); scripts/test.sh installs both. `ensure_packages [PKG...]` installs those of
+# and timing tools, and what building real Horovod for its tests needs: scripts/horovod.sh);
+# scripts/test.sh installs both. `ensure_packages [PKG...]` installs those of
 # the given packages (default: ETRUN_PACKAGES) that are missing.
 ETRUN_PACKAGES=(
   build-essential cmake pkg-config
@@ -15,6 +16,8 @@ ETRUN_TEST_PACKAGES=(
   clang libclang-rt-14-dev libasan8 libtsan2 libubsan1
   python3-pytest python3-mpi4py strace hyperfine wrk time openssh-server shellcheck
   slurm-wlm munge
+  libtorch-dev pybind11-dev python3-dev python3-cffi python3-cloudpickle python3-psutil
+  python3-yaml python3-packaging python3-setuptools python3-wheel python3-pip libeigen3-dev
 )
 
 ensure_packages() {
