@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two trainings sharing one pool of 8 slots (the README's walkthrough, IBM WMLA's scenario):
+# Two trainings sharing one pool of 8 slots (docs/pool.md's walkthrough, IBM WMLA's scenario):
 #   1. training 1 alone gets all 8;  2. training 2 arrives: 4/4;
 #   3. training 2's priority 10000: 5/3;  4. training 1 ends: training 2 grows to 8.
 # The trainings are Horovod-protocol stand-ins (tests/integration/elastic_standin.py: Horovod's

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes the seed corpora of the discovery-output, host-list and Wire fuzz targets from the
-examples of shared/spec/horovod-compat.md (§2.1, §2.2, §2.4, §5.2, §5.7). The Wire frames wrap the
+examples of docs/horovod-compat.md (§2.1, §2.2, §2.4, §5.2, §5.7). The Wire frames wrap the
 spec's pickle test vectors (tests/fuzz/corpus/pickle/vector*) under the spec's key bytes(range(32));
 their MACs are the spec's. Run from the repository root; rerunning rewrites the same files."""
 import hashlib

@@ -2,7 +2,7 @@
 missing command, an absurd -np or slot count, a host that cannot be reached, or a discovery
 script that hangs, prints garbage or fails. Each run must end with at most a few lines on stderr
 (etrun's last one its error, the rest tools' own), nothing on stdout, the documented exit code
-(README, Exit codes), a job_end event whose cause is that error line, and no process left behind.
+(docs/exit-codes.md), a job_end event whose cause is that error line, and no process left behind.
 """
 import json
 import os

@@ -1,11 +1,12 @@
-"""Includes point one way (README "Layout"): each folder includes only the folders its row of
-the layout table names, so no two folders include each other. Subfolders count apart."""
+"""Includes point one way (HACKING.md, "The include rule"): each folder includes only the folders
+its row of the layout table names, so no two folders include each other. Subfolders count apart.
+ALLOWED below is the rule that runs; HACKING.md's table must say the same."""
 import pathlib
 import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-# folder -> folders of ours it may include (besides itself); the README's layout table.
+# folder -> folders of ours it may include (besides itself); HACKING.md's layout table.
 ALLOWED = {
     "cli": None,  # everything below
     "report": {"events"},
@@ -48,3 +49,27 @@ def test_every_source_folder_is_in_the_table():
     folders = {str(p.parent.relative_to(ROOT)) for p in ROOT.glob("*/**/*.cc")
                if not str(p.relative_to(ROOT)).startswith(("tests/", "scripts/", "build"))}
     assert folders - set(ALLOWED) == set()
+
+
+def hacking_table():
+    """HACKING.md's layout table as folder -> its "includes" cell read like ALLOWED."""
+    text = (ROOT / "HACKING.md").read_text()
+    section = text.split("## The include rule", 1)[1].split("\n## ", 1)[0]
+    table = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        folder = cells[0].strip("`").rstrip("/")
+        includes = cells[2]
+        if includes == "everything below":
+            table[folder] = None
+        elif includes == "nothing of ours":
+            table[folder] = set()
+        else:
+            table[folder] = {re.sub(r"\s*\(.*\)$", "", part.strip()) for part in includes.split(",")}
+    return table
+
+
+def test_the_hacking_table_is_the_rule():
+    assert hacking_table() == ALLOWED

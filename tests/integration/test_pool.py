@@ -1,7 +1,7 @@
 """The shared slot pool end to end (issue 12): a real `etrun pool start` daemon, real etrun jobs
 joined with --pool, Horovod-protocol stand-ins training on loopback.
 
-The walkthrough test is the README's scenario on 8 CPU slots: training 1 alone gets 8; training 2
+The walkthrough test is docs/pool.md's scenario on 8 CPU slots: training 1 alone gets 8; training 2
 arrives: 4/4; training 2's priority 10000: 5/3; training 1 ends: training 2 grows to 8. It checks
 the pool's allocations and the workers' world sizes at every stage, that every training step was
 committed exactly once (the stand-ins' state history), and, sampling /proc all along, that no pool
@@ -433,7 +433,7 @@ def test_a_pool_opened_with_listen_takes_jobs_that_hold_its_token(tmp_path, mark
 
 
 def test_the_readme_walkthrough_script_runs(tmp_path, marker_env):
-    """scripts/examples/pool_demo.sh, as the README runs it: four stages, then the chart."""
+    """scripts/examples/pool_demo.sh, as docs/pool.md runs it: four stages, then the chart."""
     script = os.path.join(ROOT, "scripts", "examples", "pool_demo.sh")
     r = subprocess.run([script, ETRUN], capture_output=True, timeout=240, stdin=subprocess.DEVNULL,
                        env={**os.environ, **marker_env, "OUT": str(tmp_path / "demo")})

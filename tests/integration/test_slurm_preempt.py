@@ -1,4 +1,4 @@
-"""Preemption and time limits (README "Inside Slurm"): the example batch script
+"""Preemption and time limits (docs/slurm.md): the example batch script
 scripts/examples/slurm/train.sbatch under a real Slurm 22.05 (tests/integration/slurmbed.py), on
 three nodes, training checkpoint_worker.py (one checkpoint per rank). SIGTERM to the batch shell
 (what `--signal=B:TERM@N` sends before a time limit) drains etrun, which exits 143, and the
