@@ -163,7 +163,9 @@ bool ElasticPolicy::Prepare(JobResult* result) {
     if (scope == "global") driver_->OnWorldReady(context_->Now());
   });
   // A worker's first rendezvous request: PUT /global/rank_<r> (spec §4.6).
+  // A Gloo pair address list (PUT /<scope>/<rank>): the mesh a fence cuts (rendezvous/gloo_mesh.h).
   store_.set_on_put([this](std::string_view scope, std::string_view key) {
+    if (std::optional<std::string_view> value = store_.Get(scope, key)) mesh_.Record(scope, key, *value);
     int rank = -1;
     if (scope != "global" || !key.starts_with("rank_")) return;
     auto [end, ec] = std::from_chars(key.data() + 5, key.data() + key.size(), rank);
@@ -288,7 +290,9 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   if (!f.status.success() && remote != nullptr && !context_->hosts().Lookup(key.first).local &&
       remote->Unreachable(key.first, f.status)) {
     driver_->OnHostUnreachable(key.first, context_->Now());
-    Fence(key.first);
+    Fence(key.first, true);
+  } else if (!f.status.success() && driver_->ExitReasonFor(key, f.status) == "failed") {
+    Fence(key.first, false);  // its survivors' collectives fail now, not one by one
   }
   nlohmann::json fields = events::ExitFields(f.status);
   fields.update({{field::kRank, f.rank}, {field::kHost, f.host}, {field::kLocalRank, key.second},
@@ -303,38 +307,63 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   }
 }
 
-void ElasticPolicy::Fence(const std::string& lost) {
-  if (!fenced_.insert(lost).second) return;  // once per loss
-  std::vector<std::string> addresses;
-  for (uint32_t a : context_->hosts().Lookup(lost).ipv4) {
-    addresses.push_back(discovery::Ipv4Text(a));
+// A host's addresses: those discovery resolved, and those its ranks' Gloo pairs listen on.
+std::vector<std::string> ElasticPolicy::FenceIps(const std::string& host) const {
+  std::vector<std::string> ips;
+  for (uint32_t a : context_->hosts().Lookup(host).ipv4) ips.push_back(discovery::Ipv4Text(a));
+  for (const rendezvous::SlotInfo& slot : driver_->assignment()) {
+    std::string ip = slot.hostname == host ? mesh_.RankIp("global", slot.rank) : "";
+    if (!ip.empty()) ips.push_back(std::move(ip));
+  }
+  return ips;
+}
+
+void ElasticPolicy::Fence(const std::string& host, bool lost) {
+  std::vector<std::string> addresses;  // the lost host's: every survivor's sockets to it go
+  if (lost) {
+    if (!fenced_.insert(host).second) return;  // once per loss
+    for (uint32_t a : context_->hosts().Lookup(host).ipv4) addresses.push_back(discovery::Ipv4Text(a));
   }
   std::set<std::string> survivors;
   for (const auto& [id, key] : slots_) {
-    if (key.first != lost) survivors.insert(key.first);
+    if (!lost || key.first != host) survivors.insert(key.first);
   }
-  if (addresses.empty() || survivors.empty()) return;
-  std::string command = FenceCommand(addresses);
   std::vector<std::string> fenced;
+  std::vector<std::string> here_ips;
   bool here = false;
-  for (const std::string& host : survivors) {
-    if (context_->hosts().Lookup(host).local) {
+  for (const std::string& survivor : survivors) {
+    if (context_->hosts().Lookup(survivor).local) {
       here = true;
-    } else if (context_->remote() != nullptr && context_->remote()->RunDetached(host, command)) {
-      fenced.push_back(host);
+      for (std::string& ip : FenceIps(survivor)) here_ips.push_back(std::move(ip));
+      continue;
+    }
+    std::string command = FenceCommand(addresses, mesh_.FilterTerms(FenceIps(survivor)));
+    if (!command.empty() && context_->remote() != nullptr &&
+        context_->remote()->RunDetached(survivor, command)) {
+      fenced.push_back(survivor);
     }
   }
-  if (here) {
-    context_->FenceHere(addresses);
+  std::string here_command = here ? FenceCommand(addresses, mesh_.FilterTerms(here_ips)) : "";
+  if (!here_command.empty()) {
+    context_->FenceHere(here_command);
     fenced.push_back("this machine");
   }
+  mesh_.Clear();  // that world's mesh is gone; the next rendezvous records the new one
+  if (!lost) {
+    if (!fenced.empty()) {
+      spdlog::info("a worker on {} failed: its world's Gloo connections are cut on {}, so every "
+                   "survivor's collective fails now", host, fmt::join(fenced, ", "));
+    }
+    return;
+  }
+  if (survivors.empty() || (addresses.empty() && fenced.empty())) return;
   if (fenced.empty()) {
     spdlog::info("host {} is lost; its peers' connections to it cannot be cut (no way to run "
-                 "ss -K where they are): their collectives wait for Gloo's timeout", lost);
+                 "ss -K where they are): their collectives wait for Gloo's timeout", host);
     return;
   }
   spdlog::info("host {} is lost: its peers' connections to it are cut on {}, so their "
-               "collectives fail now", lost, fmt::join(fenced, ", "));
+               "collectives fail now", host, fmt::join(fenced, ", "));
 }
 
 void ElasticPolicy::OnStopSignal(int sig) {

@@ -23,6 +23,7 @@
 #include "launcher/job_policy.h"
 #include "launcher/worker_env.h"
 #include "rendezvous/elastic_handler.h"
+#include "rendezvous/gloo_mesh.h"
 #include "rendezvous/kv_store.h"
 #include "rendezvous/notifier.h"
 
@@ -90,14 +91,17 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   void PlaceOnNetwork(const rendezvous::SlotInfo& slot,
                       const std::vector<rendezvous::SlotInfo>& world, RunVars* run);
 
-  // A host declared unreachable: its peers' sockets to it are destroyed (launcher/fence.h), so
+  // A host declared unreachable (`lost`), or a worker on it failed: the survivors' sockets to a
+  // lost host and every connection of the world's Gloo mesh are destroyed (launcher/fence.h), so
   // their collectives fail now instead of after Gloo's timeout.
-  void Fence(const std::string& lost);
+  void Fence(const std::string& host, bool lost);
+  std::vector<std::string> FenceIps(const std::string& host) const;
 
   RunVars run_;
   std::set<std::string> fenced_;  // lost hosts fenced and not started on since
   std::string listen_addr_;  // the rendezvous server's (discovery::ListenChoice)
   rendezvous::KvStore store_;
+  rendezvous::GlooMesh mesh_;  // the current world's Gloo connections, from the store
   std::mt19937 random_;  // cooldown jitter
   std::unique_ptr<discovery::HostManager> host_manager_;
   std::unique_ptr<rendezvous::Notifier> notifier_;

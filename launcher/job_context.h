@@ -87,9 +87,9 @@ class JobContext {
   virtual void Post(std::function<void()> fn) = 0;
   virtual std::unique_ptr<Timer> After(std::chrono::milliseconds delay, std::function<void()> fn) = 0;
   virtual void RunBlocking(std::function<void()> work, std::function<void()> then) = 0;
-  // Destroys this machine's TCP sockets to `addresses` (a lost host's: launcher/fence.h), on the
-  // blocking-work thread; not waited for.
-  virtual void FenceHere(const std::vector<std::string>& addresses) = 0;
+  // Runs a fence command (launcher/fence.h) on this machine, on the blocking-work thread; not
+  // waited for.
+  virtual void FenceHere(const std::string& command) = 0;
   // Ends the job once the policy says it is over and every rank has finished. Call after any
   // event a policy handles itself (timers, host grants); the runtime calls it after its own.
   virtual void CheckDone() = 0;

@@ -93,8 +93,8 @@ class Runtime : public JobContext {
   void Post(std::function<void()> fn) override;
   std::unique_ptr<Timer> After(std::chrono::milliseconds delay, std::function<void()> fn) override;
   void RunBlocking(std::function<void()> work, std::function<void()> then) override;
-  void FenceHere(const std::vector<std::string>& addresses) override {
-    RunBlocking([addresses] { launcher::FenceHere(addresses); }, [] {});
+  void FenceHere(const std::string& command) override {
+    RunBlocking([command] { launcher::FenceHere(command); }, [] {});
   }
   void CheckDone() override;
   boost::asio::io_context& io() override { return io_; }

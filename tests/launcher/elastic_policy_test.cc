@@ -6,9 +6,12 @@
 // and the survivors come to the reset as they would once told.
 #include "launcher/elastic_policy.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 
+#include <cstring>
 #include <sstream>
 
 #include <doctest/doctest.h>
@@ -697,8 +700,8 @@ TEST_CASE("elastic policy: a lost host is fenced: its peers' sockets to it are c
   REQUIRE(job.context.started.size() == 4);
   job.context.Finish(&job.policy, job.IdOf("198.18.0.2", 0), ExitStatus::Exited(255));
   CHECK(job.remote.detached ==
-        std::vector<std::string>{"198.18.0.3: ss -K dst '198.18.0.2' >/dev/null 2>&1"});
-  CHECK(job.context.fenced_here == std::vector<std::vector<std::string>>{{"198.18.0.2"}});
+        std::vector<std::string>{"198.18.0.3: ss -K 'dst 198.18.0.2' >/dev/null 2>&1"});
+  CHECK(job.context.fenced_here == std::vector<std::string>{"ss -K 'dst 198.18.0.2' >/dev/null 2>&1"});
   job.context.Finish(&job.policy, job.IdOf("198.18.0.2", 1), ExitStatus::Exited(255));
   CHECK(job.remote.detached.size() == 1);
   CHECK(job.context.fenced_here.size() == 1);
@@ -712,6 +715,57 @@ TEST_CASE("elastic policy: a lost host is fenced: its peers' sockets to it are c
   crashed.context.Finish(&crashed.policy, crashed.IdOf("198.18.0.2", 0), ExitStatus::Exited(1));
   CHECK(crashed.remote.detached.empty());
   CHECK(crashed.context.fenced_here.empty());
+}
+
+// A Gloo address list as a worker of rank `rank` puts it: one 136-byte record per peer (an
+// AF_INET sockaddr_storage at `ip`, ports base+peer), rendezvous/gloo_mesh.h.
+std::string GlooList(const char* ip, int rank, int size, uint16_t base) {
+  std::string bytes;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    std::string record(rendezvous::kGlooAddressBytes, '\0');
+    sockaddr_in in{};
+    in.sin_family = AF_INET;
+    in.sin_port = htons(static_cast<uint16_t>(base + peer));
+    inet_pton(AF_INET, ip, &in.sin_addr);
+    std::memcpy(record.data(), &in, sizeof(in));
+    bytes += record;
+  }
+  return bytes;
+}
+
+TEST_CASE("elastic policy: a failed worker's world has its Gloo mesh cut on every survivor, once") {
+  // Given ranks 0, 1, 2 on this machine, 198.18.0.2 and 198.18.0.3 whose workers put their
+  // Gloo pair addresses, when rank 2 fails (its host reachable: no loss), each survivor destroys
+  // the mesh connections that have an end on it, so the one waiting on another survivor fails
+  // too; a second failure in that world cuts nothing more.
+  ElasticJob job;
+  job.context.job.num_proc = 4;
+  job.context.remote_starter = &job.remote;
+  job.remote.unreachable = false;
+  job.source.grant = Grant({{"localhost", 1}, {"198.18.0.2", 2}, {"198.18.0.3", 1}});
+  job.Start();
+  REQUIRE(job.context.started.size() == 4);
+  const char* ips[] = {"198.18.0.1", "198.18.0.2", "198.18.0.2", "198.18.0.3"};
+  for (int r = 0; r < 4; ++r) {
+    int status = 0;
+    job.policy.rendezvous_handler()->Handle(
+        {"PUT", "/global/" + std::to_string(r), GlooList(ips[r], r, 4, 1000 + 100 * r), ""},
+        [&status](rendezvous::HttpResponse resp) { status = resp.status; });
+    REQUIRE(status == 200);
+  }
+  job.context.Finish(&job.policy, job.IdOf("198.18.0.3", 0), ExitStatus::Exited(1));
+  CHECK(job.remote.detached ==
+        std::vector<std::string>{"198.18.0.2: ss -K '( dst 198.18.0.1:1001 or dst 198.18.0.1:1002 or "
+                                 "src 198.18.0.2:1102 or dst 198.18.0.2:1102 or src 198.18.0.2:1103 or "
+                                 "src 198.18.0.2:1203 )' "
+                                 ">/dev/null 2>&1"});
+  CHECK(job.context.fenced_here ==
+        std::vector<std::string>{"ss -K '( src 198.18.0.1:1001 or src 198.18.0.1:1002 or "
+                                 "src 198.18.0.1:1003 )' >/dev/null 2>&1"});
+  job.context.Finish(&job.policy, job.IdOf("198.18.0.2", 1), ExitStatus::Exited(1));
+  CHECK(job.remote.detached.size() == 1);
+  CHECK(job.context.fenced_here.size() == 1);
 }
 
 }  // namespace

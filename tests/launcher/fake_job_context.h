@@ -66,7 +66,7 @@ class FakeJobContext : public JobContext {
 
   // --- what the policy did
   std::vector<Started> started;
-  std::vector<std::vector<std::string>> fenced_here;  // FenceHere's addresses, per call
+  std::vector<std::string> fenced_here;  // FenceHere's commands, per call
   std::vector<std::pair<int, int>> signals;  // (id or kSignalAll, signal)
   std::vector<std::string> stops;            // StopAll's reasons
   std::string written;                       // text written to any destination
@@ -236,9 +236,7 @@ class FakeJobContext : public JobContext {
     work();
     Post(std::move(then));
   }
-  void FenceHere(const std::vector<std::string>& addresses) override {
-    fenced_here.push_back(addresses);
-  }
+  void FenceHere(const std::string& command) override { fenced_here.push_back(command); }
   void CheckDone() override { ++check_done; }
   boost::asio::io_context& io() override { return io_; }
 
