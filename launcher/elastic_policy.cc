@@ -291,7 +291,8 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
       remote->Unreachable(key.first, f.status)) {
     driver_->OnHostUnreachable(key.first, context_->Now());
     Fence(key.first, true);
-  } else if (!f.status.success() && driver_->ExitReasonFor(key, f.status) == "failed") {
+  } else if (!f.status.success() && InFormedWorld(key) &&
+             driver_->ExitReasonFor(key, f.status) == "failed") {
     Fence(key.first, false);  // its survivors' collectives fail now, not one by one
   }
   nlohmann::json fields = events::ExitFields(f.status);
@@ -305,6 +306,14 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
     poll_timer_.reset();
     Poll();
   }
+}
+
+bool ElasticPolicy::InFormedWorld(const SlotKey& key) const {
+  if (!driver_->world_ready()) return false;
+  for (const rendezvous::SlotInfo& slot : driver_->assignment()) {
+    if (slot.hostname == key.first && slot.local_rank == key.second) return true;
+  }
+  return false;
 }
 
 // A host's addresses: those discovery resolved, and those its ranks' Gloo pairs listen on.

@@ -96,6 +96,9 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   // their collectives fail now instead of after Gloo's timeout.
   void Fence(const std::string& host, bool lost);
   std::vector<std::string> FenceIps(const std::string& host) const;
+  // Whether `key` trains in the current round's formed world: its failure stalls the others
+  // (a worker started ahead of the next round, or one still meeting, stalls nobody).
+  bool InFormedWorld(const SlotKey& key) const;
 
   RunVars run_;
   std::set<std::string> fenced_;  // lost hosts fenced and not started on since

@@ -56,13 +56,17 @@ Soak options (scripts/soak/chaos.py; both off by default, and then nothing above
                      rank 0 reads it (at every commit) and its `done` flag is final, so the ranks
                      never disagree about the end.
 
-Issue 15's facts (both off by default): --startup-seconds S sleeps before the first hvd.init(), as
-`import torch, horovod.torch` takes ~1.5 s; --ring-stall makes a peer's death look as in Gloo's ring
-allreduce: the dead rank's ring predecessor (it sends to the dead one) fails at once, every other
-survivor, often rank 0 itself, blocks in a receive until HOROVOD_GLOO_TIMEOUT_SECONDS (rank 0, which
-sees the death in this star-shaped mesh, tells the others which rank died); where the dead rank's
-socket was destroyed on rank 0's side (ss -K: etrun fencing a lost host, issue 20), its ring
-successor fails at once too.
+Facts of real workers (both off by default): --startup-seconds S sleeps before the first
+hvd.init(), as `import torch, horovod.torch` takes ~1.5 s; --ring-stall makes a peer's death look as
+it did with real Horovod 0.28.1 on the test bed (issue 27): the dead rank's ring predecessor fails at
+once, every other survivor, often rank 0 itself, blocks in a receive from a live survivor (rank 0,
+which sees the death in this star-shaped mesh, tells the others which rank died). Gloo signals an
+error only on the broken connection, and a failed worker keeps its old mesh open until its next
+hvd.init() has met, so a blocked survivor is freed only when its own connection is destroyed
+(etrun cutting the world's mesh: ss -K of the published pair addresses) or after
+HOROVOD_GLOO_TIMEOUT_SECONDS; destroying its sockets to the dead host alone (the fence of issue 20)
+frees nobody else. The pair addresses are in Gloo's own 136-byte layout, so etrun reads them as it
+reads real Gloo's.
 
 --log FILE appends every event, prefixed "<unix time> <host>:<local_rank> pid <pid>", with
 O_APPEND (all workers may share one file). Every socket operation has a timeout (--timeout,
@@ -82,6 +86,7 @@ import operator
 import os
 import pickle
 import queue
+import select
 import socket
 import socketserver
 import struct
@@ -102,7 +107,6 @@ from horovod_classes import (AckResponse, HostsUpdatedRequest, HostUpdateResult,
 
 SERVICE_NAME = "worker notification service"
 SIOCGIFADDR = 0x8915
-NOISE = bytes(range(256)) + b"\r\n\r\n\x00\x00HTTP/1.1 200 OK\r\n"
 MAX_FRAME = 1 << 20
 
 
@@ -353,17 +357,15 @@ def expect(status, want, what):
 # ---------------------------------------------------------------------------------------------
 # Scope rendezvous (Gloo connectFullMesh + Horovod Rendezvous(), spec 4.6)
 
-def pack_address(ip, port, rank, peer):
-    # A fake Gloo pair address: the listener's IPv4 and port, then binary noise tagged (rank, peer).
-    return socket.inet_aton(ip) + struct.pack("<HII", port, rank, peer) + NOISE
-
-
-ADDR_LEN = len(pack_address("127.0.0.1", 0, 0, 0))
+pack_address, unpack_address = gloo_device.pack_address, gloo_device.unpack_address
+ADDR_LEN = gloo_device.ADDRESS_BYTES
 
 
 def scope_rendezvous(scope, rank, size, ip, keep_rank0=False):
     """Listens on ip (see gloo_device). Returns the kept connections: with keep_rank0, rank 0
-    keeps {peer: socket} for every other rank and every other rank keeps {0: socket}; else {}."""
+    keeps {peer: socket} for every other rank and every other rank keeps {0: socket}, and every
+    rank keeps its ring links, {"next": its connection to rank+1, "prev": rank-1's to it} (what a
+    survivor blocks on with --ring-stall: Mesh._block_in_ring); else {}."""
     if not (0 <= rank < size):
         raise Deviation(f"scope {scope}: rank {rank} outside size {size}")
     log(f"bind {scope} {ip}")
@@ -394,8 +396,7 @@ def scope_rendezvous(scope, rank, size, ip, keep_rank0=False):
             expect(status, 200, f"second GET /{scope}/{i}")
             if len(value) < ADDR_LEN:
                 raise Deviation(f"{scope}/{i}: value of {len(value)} bytes")
-            pip = socket.inet_ntoa(value[:4])
-            pport = struct.unpack("<H", value[4:6])[0]
+            pip, pport = unpack_address(value)
             want = b"".join(pack_address(pip, pport, i, p) for p in range(size) if p != i)
             if value != want:
                 raise Deviation(f"{scope}/{i}: value changed in transit ({len(value)} bytes, "
@@ -408,8 +409,12 @@ def scope_rendezvous(scope, rank, size, ip, keep_rank0=False):
                 c.sendall(struct.pack("<II", rank, size))
                 if keep_rank0 and rank != 0 and i == 0:
                     kept[0] = c
+                elif keep_rank0 and i == (rank + 1) % size:
+                    kept["next"] = c
                 else:
                     c.close()
+                if keep_rank0 and i == (rank + 1) % size and "next" not in kept:
+                    kept["next"] = socket.fromfd(c.fileno(), c.family, c.type)  # the same link
             heard = set()
             while len(heard) < size - 1:
                 c, _ = listener.accept()
@@ -423,6 +428,10 @@ def scope_rendezvous(scope, rank, size, ip, keep_rank0=False):
                 heard.add(r)
                 if keep_rank0 and rank == 0:
                     kept[r] = c
+                    if r == (rank - 1) % size:
+                        kept["prev"] = socket.fromfd(c.fileno(), c.family, c.type)
+                elif keep_rank0 and r == (rank - 1) % size:
+                    kept["prev"] = c
                 else:
                     c.close()
         except (OSError, EOFError) as e:
@@ -442,15 +451,17 @@ def scope_rendezvous(scope, rank, size, ip, keep_rank0=False):
 
 class Mesh:
     def __init__(self, rank, size, conns):
-        self.rank, self.size, self.conns = rank, size, conns
+        self.rank, self.size = rank, size
+        self.ring = {k: conns.pop(k) for k in ("next", "prev") if k in conns}
+        self.conns = conns
 
     def close(self):
-        for c in self.conns.values():
+        for c in list(self.conns.values()) + list(self.ring.values()):
             try:
                 c.close()
             except OSError:
                 pass
-        self.conns = {}
+        self.conns, self.ring = {}, {}
 
     def _send(self, peer, data):
         try:
@@ -463,8 +474,8 @@ class Mesh:
         try:
             got = recv_exact(self.conns[peer], 1)
             if Ctx.ring_stall and got == b"X":  # rank 0 saw rank `dead` die
-                dead, fenced = struct.unpack("<qB", recv_exact(self.conns[peer], 9))
-                self._ring_fail(dead, f"rank {dead} died (told by rank 0)", fenced)
+                dead = struct.unpack("<q", recv_exact(self.conns[peer], 8))[0]
+                self._ring_fail(dead, f"rank {dead} died (told by rank 0)")
             data = got + recv_exact(self.conns[peer], struct.calcsize(fmt))
         except socket.timeout:
             raise HorovodInternalError(f"rank {peer}: nothing received within {Ctx.timeout:g} s")
@@ -476,33 +487,55 @@ class Mesh:
                             f"(the stand-ins disagree about the protocol step)")
         return struct.unpack(fmt, data[1:])
 
-    def _peer_died(self, peer, message, fenced=False):
+    def _peer_died(self, peer, message, aborted=False):
         """A connection to `peer` broke. Without --ring-stall every survivor fails at once. With
-        it, the survivors behave as in Gloo's ring (spec facts of issue 15): rank 0 tells the
-        others which rank died; the dead rank's ring predecessor (it sends to the dead one) fails
-        at once ("Connection reset by peer"), every other survivor blocks in its receive until
-        HOROVOD_GLOO_TIMEOUT_SECONDS. `fenced`: the socket was destroyed on this side (ss -K:
-        ECONNABORTED, "Software caused connection abort"), as etrun does to every survivor's
-        sockets to a lost host (issue 20): then the dead rank's ring successor, whose pending
-        receive was on such a socket, fails at once too."""
+        it, the survivors behave as real Gloo's ring did under real Horovod 0.28.1 (issue 27,
+        the test bed): rank 0 tells the others which rank died; the dead rank's ring predecessor
+        fails at once; every other survivor blocks in a receive from its ring successor
+        (_block_in_ring), which Gloo signals only when that connection itself breaks: the
+        failed survivors keep theirs open (run() closes a failed mesh only once the next
+        hvd.init() has met), so it takes etrun cutting the world's mesh (ss -K of the published
+        pair addresses) or HOROVOD_GLOO_TIMEOUT_SECONDS. `aborted`: the socket was destroyed on
+        this side (ss -K: ECONNABORTED), so this rank's own operation fails at once, as on a real
+        pair; that frees nobody else (etrun's old fence of a lost host's address alone left a
+        survivor blocked). Rank 0 cannot tell a fenced live peer from a dead one: it tells the
+        others either way (a fenced world fences them too)."""
         if not Ctx.ring_stall:
             raise HorovodInternalError(message, peer)
         if self.rank == 0:
             for other in sorted(self.conns):
                 if other != peer:
                     try:
-                        self.conns[other].sendall(b"X" + struct.pack("<qB", peer, int(fenced)))
+                        self.conns[other].sendall(b"X" + struct.pack("<q", peer))
                     except OSError:
                         pass
-        self._ring_fail(peer, message, fenced)
+        if aborted:
+            raise HorovodInternalError(message, peer)
+        self._ring_fail(peer, message)
 
-    def _ring_fail(self, dead, message, fenced=False):
-        neighbours = {(dead - 1) % self.size} | ({(dead + 1) % self.size} if fenced else set())
-        if self.rank not in neighbours:
-            log(f"ring stall: rank {dead} died; blocked in a recv for {Ctx.gloo_timeout:g} s")
-            time.sleep(Ctx.gloo_timeout)
-            message = f"Timed out waiting {Ctx.gloo_timeout * 1000:.0f}ms for recv operation to complete"
+    def _ring_fail(self, dead, message):
+        if self.rank != (dead - 1) % self.size:
+            message = self._block_in_ring(dead)
         raise HorovodInternalError(message, dead)
+
+    def _block_in_ring(self, dead):
+        """Waits as a survivor in a ring step does: for data from its ring successor (rank+1, a
+        live one: the dead rank's predecessor fails instead), which never comes, until that
+        connection breaks or Gloo's timeout. Returns the message of the error that ends it."""
+        link = self.ring.get("next")
+        log(f"ring stall: rank {dead} died; blocked in a recv for up to {Ctx.gloo_timeout:g} s")
+        deadline = time.monotonic() + Ctx.gloo_timeout
+        while link is not None and time.monotonic() < deadline:
+            ready, _, _ = select.select([link], [], [], deadline - time.monotonic())
+            if ready:
+                try:
+                    if not link.recv(65536):
+                        return "Connection closed by peer"
+                except OSError as e:
+                    return f"Read error: {e.strerror}"
+        if link is None:
+            time.sleep(Ctx.gloo_timeout)
+        return f"Timed out waiting {Ctx.gloo_timeout * 1000:.0f}ms for recv operation to complete"
 
     def broadcast(self, tag, fmt, values):
         if self.rank == 0:
@@ -826,8 +859,14 @@ def run(args):
             state.restore()
         except HostsUpdatedInterrupt as e:
             log(f"HostsUpdatedInterrupt skip_sync={e.skip_sync} (state.sync() runs anyway)")
-        mesh.close()  # hvd.shutdown()
-        do_init(False)
+        if Ctx.ring_stall:
+            # As real Horovod: the failed context's connections stay open until the next
+            # hvd.init() has met (see Mesh._peer_died), so a survivor blocked on one stays blocked.
+            do_init(False)
+            mesh.close()
+        else:
+            mesh.close()  # hvd.shutdown()
+            do_init(False)
         state.on_reset()
     mesh = holder[0]
     mesh.close()

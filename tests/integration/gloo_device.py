@@ -6,7 +6,8 @@ interface named exactly `iface` *on the worker's own host* and throws if there i
 machine's own host name resolves to. Horovod 0.28 creates the main context (the global, local
 and cross rendezvous) with HOROVOD_GLOO_IFACE (unset: empty) and every process-set context with
 an empty interface, i.e. on the host name's address. Peers connect to the addresses published
-in the rendezvous store. IPv4 only (the stand-ins publish 4-byte addresses).
+in the rendezvous store, each pair's as Gloo's tcp::Address::bytes() writes it (pack_address).
+IPv4 only.
 """
 import fcntl
 import os
@@ -57,3 +58,25 @@ def main_context_address():
 def process_set_address():
     """A process-set context's address: always the host name's (Horovod passes no interface)."""
     return device_address("")
+
+
+# Padding of the published sockaddr_storage: noise (HTTP-looking bytes first), so that a value
+# changed in transit, or a body taken for a header, is caught.
+NOISE = b"\r\n\r\n\x00\x00HTTP/1.1 200 OK\r\n" + bytes(range(256))
+ADDRESS_BYTES = 136  # sizeof(sockaddr_storage) + the 8-byte sequence number
+
+
+def pack_address(ip, port, rank, peer):
+    """A Gloo pair address as Gloo's tcp::Address::bytes() writes it, 136 bytes: a
+    sockaddr_storage holding the listener's sockaddr_in (family in host order, port and address
+    in network order), its padding here noise tagged (rank, peer), then the 8-byte sequence
+    number (-1). etrun reads these to cut a failed world's mesh (rendezvous/gloo_mesh.h), as it
+    reads real Gloo's."""
+    sin = struct.pack("=H", socket.AF_INET) + struct.pack("!H", port) + socket.inet_aton(ip) + bytes(8)
+    pad = (struct.pack("<II", rank, peer) + NOISE)[:ADDRESS_BYTES - 8 - len(sin)]
+    return sin + pad + struct.pack("<q", -1)
+
+
+def unpack_address(value):
+    """The (ip, port) of the first pair address in a published value."""
+    return socket.inet_ntoa(value[4:8]), struct.unpack("!H", value[2:4])[0]

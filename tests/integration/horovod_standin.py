@@ -28,7 +28,6 @@ import gloo_device
 
 ADDR = os.environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"]
 PORT = int(os.environ["HOROVOD_GLOO_RENDEZVOUS_PORT"])
-NOISE = bytes(range(256)) + b"\r\n\r\n\x00\x00HTTP/1.1 200 OK\r\n"
 PRINT_ADDRESSES = "--print-addresses" in sys.argv[1:]
 
 
@@ -62,9 +61,7 @@ def http(method, path, body=b"", raw=None):
     return status, rest
 
 
-def pack_address(ip, port, rank, peer):
-    # A fake Gloo pair address: the listener's address plus binary noise tagged by (rank, peer).
-    return struct.pack("<4sHII", socket.inet_aton(ip), port, rank, peer) + NOISE
+pack_address = gloo_device.pack_address
 
 
 def scope_rendezvous(scope, rank, size, ip):
@@ -91,7 +88,7 @@ def scope_rendezvous(scope, rank, size, ip):
             time.sleep(0.01)
         status, value = http("GET", f"/{scope}/{i}")
         assert status == 200
-        pip, pport = socket.inet_ntoa(value[:4]), struct.unpack("<H", value[4:6])[0]
+        pip, pport = gloo_device.unpack_address(value)
         want = b"".join(pack_address(pip, pport, i, p) for p in range(size) if p != i)
         assert value == want, f"{scope}/{i}: value changed in transit"
         peer_ports[i] = (pip, pport)

@@ -18,7 +18,7 @@ class ElasticJob:
     """An etrun elastic job whose discovery script prints the test's hosts file."""
 
     def __init__(self, tmp_path, marker_env, hosts, steps, extra=(), worker_args=(),
-                 program=(PYTHON, STANDIN)):
+                 program=(PYTHON, STANDIN), launcher=()):
         self.hosts_file = tmp_path / "hosts"
         self.set_hosts(hosts)
         script = tmp_path / "discover.sh"
@@ -27,7 +27,7 @@ class ElasticJob:
         env = dict(os.environ, **marker_env)
         self.out_path = tmp_path / "out.txt"
         self.proc = subprocess.Popen(
-            [ETRUN, "-np", str(len(hosts)), "--min-np", "1", "--discovery-interval", "0.1",
+            [*launcher, ETRUN, "-np", str(len(hosts)), "--min-np", "1", "--discovery-interval", "0.1",
              "--host-discovery-script", str(script), *extra, *program, "--steps", str(steps),
              "--step-seconds", "0.05", "--timeout", "120", *worker_args],
             stdout=open(self.out_path, "wb"), stderr=subprocess.PIPE, env=env,
@@ -173,19 +173,25 @@ def test_the_report_counts_the_time_training_stood_still_at_each_change(tmp_path
     assert abs(summary["reset_lost_s"] - lost) < 0.01, (summary, lost)
 
 
+# etrun without CAP_NET_ADMIN: its fences (ss -K) are refused, as on a machine where it runs as
+# a user, so a stuck survivor must be replaced.
+NO_FENCE = ["setpriv", "--bounding-set", "-net_admin", "--"]
+
+
 def test_a_survivor_stuck_in_a_collective_is_replaced_instead_of_waiting_for_glooss_timeout(tmp_path, marker_env):
     # Given three Horovod-protocol workers whose collectives behave as Gloo's ring (--ring-stall)
-    # with a 60 s Gloo timeout: when rank 2 is SIGKILLed, rank 1 (its ring predecessor) fails at
-    # once and comes back for a new rank, while rank 0 blocks in a receive. After --recovery-grace
-    # etrun stops rank 0 (SIGTERM, long before the 60 s) and starts a fresh process in its slot;
-    # the survivor that came back becomes rank 0, so training goes on from its last commit.
+    # with a 60 s Gloo timeout, and an etrun that cannot fence: when rank 2 is SIGKILLed, rank 1
+    # (its ring predecessor) fails at once and comes back for a new rank, while rank 0 blocks in
+    # a receive from rank 1. After --recovery-grace etrun stops rank 0 (SIGTERM, long before the
+    # 60 s) and starts a fresh process in its slot; the survivor that came back becomes rank 0,
+    # so training goes on from its last commit.
     marker = next(iter(marker_env.values()))
     events = tmp_path / "events.jsonl"
     env = dict(marker_env, HOROVOD_GLOO_TIMEOUT_SECONDS="60")
     job = ElasticJob(tmp_path, env, ["localhost", HOSTNAME, "127.0.0.1"], steps=300,
                      extra=["--events-file", str(events), "--recovery-grace", "2",
                             "--grace-period", "30"],
-                     worker_args=["--ring-stall"])
+                     worker_args=["--ring-stall"], launcher=NO_FENCE)
     assert job.wait_for_size(3)
     victim = standin_pid_on(marker, "127.0.0.1")
     assert victim
@@ -202,6 +208,36 @@ def test_a_survivor_stuck_in_a_collective_is_replaced_instead_of_waiting_for_glo
     assert exits[0]["reason"] == "stopped" and exits[0]["signal"] == signal.SIGTERM, exits
     restarted = [e for e in evs if e["event"] == "rank_started" and e["host"] == "localhost"]
     assert len(restarted) == 2 and restarted[1]["round"] == 2
+    assert processes_with_marker(marker) == []
+
+
+def test_a_survivor_stuck_in_a_collective_is_freed_by_cutting_the_worlds_gloo_mesh(tmp_path, marker_env):
+    # The same failure where etrun can fence (root here): on rank 2's failure etrun destroys every
+    # connection of the world's Gloo mesh (the pair addresses the workers put in the store) on
+    # this machine, so rank 0's receive from rank 1 fails at once too. Nobody is replaced: the
+    # survivors reset to 2 in their own processes, with the state.
+    marker = next(iter(marker_env.values()))
+    events = tmp_path / "events.jsonl"
+    env = dict(marker_env, HOROVOD_GLOO_TIMEOUT_SECONDS="60")
+    job = ElasticJob(tmp_path, env, ["localhost", HOSTNAME, "127.0.0.1"], steps=300,
+                     extra=["--events-file", str(events), "--recovery-grace", "20",
+                            "--blacklist-cooldown-range", "600", "600", "--log-level", "INFO"],
+                     worker_args=["--ring-stall"])
+    assert job.wait_for_size(3)
+    survivors = [standin_pid_on(marker, h) for h in ("localhost", HOSTNAME)]
+    victim = standin_pid_on(marker, "127.0.0.1")
+    assert victim and all(survivors)
+    killed = time.monotonic()
+    os.kill(victim, signal.SIGKILL)
+    assert job.wait_for_size(2, timeout=15)  # long before the 60 s timeout or the 20 s grace
+    assert time.monotonic() - killed < 15
+    assert [standin_pid_on(marker, h) for h in ("localhost", HOSTNAME)] == survivors
+    rc, err = job.finish()
+    assert rc == 0, err
+    assert "Gloo connections are cut on this machine" in err, err
+    assert committed_steps(job.lines()) == set(range(300))
+    evs = [json.loads(line) for line in events.read_text().splitlines()]
+    assert [e["host"] for e in evs if e["event"] == "rank_exited" and e["reason"] == "stopped"] == []
     assert processes_with_marker(marker) == []
 
 

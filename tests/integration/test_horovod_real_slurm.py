@@ -2,7 +2,6 @@
 the test bed (tests/integration/slurmbed.py): what test_slurm.py asserts of the stand-ins when a
 node is set DOWN, plus the time it costs. Skipped as test_horovod_real.py is (ETRUN_HOROVOD_PATH,
 set by scripts/test.sh) and where the machine cannot run the cluster."""
-import os
 import subprocess
 import time
 

@@ -735,8 +735,8 @@ std::string GlooList(const char* ip, int rank, int size, uint16_t base) {
 }
 
 TEST_CASE("elastic policy: a failed worker's world has its Gloo mesh cut on every survivor, once") {
-  // Given ranks 0, 1, 2 on this machine, 198.18.0.2 and 198.18.0.3 whose workers put their
-  // Gloo pair addresses, when rank 2 fails (its host reachable: no loss), each survivor destroys
+  // Given ranks 0..3 on this machine, 198.18.0.2 (two) and 198.18.0.3 whose workers put their
+  // Gloo pair addresses and met, when rank 3 fails (its host reachable: no loss), each survivor destroys
   // the mesh connections that have an end on it, so the one waiting on another survivor fails
   // too; a second failure in that world cuts nothing more.
   ElasticJob job;
@@ -754,6 +754,7 @@ TEST_CASE("elastic policy: a failed worker's world has its Gloo mesh cut on ever
         [&status](rendezvous::HttpResponse resp) { status = resp.status; });
     REQUIRE(status == 200);
   }
+  for (int r = 0; r < 4; ++r) CHECK(job.Request("DELETE", "/global/" + std::to_string(r)) == 200);
   job.context.Finish(&job.policy, job.IdOf("198.18.0.3", 0), ExitStatus::Exited(1));
   CHECK(job.remote.detached ==
         std::vector<std::string>{"198.18.0.2: ss -K '( dst 198.18.0.1:1001 or dst 198.18.0.1:1002 or "
@@ -766,6 +767,22 @@ TEST_CASE("elastic policy: a failed worker's world has its Gloo mesh cut on ever
   job.context.Finish(&job.policy, job.IdOf("198.18.0.2", 1), ExitStatus::Exited(1));
   CHECK(job.remote.detached.size() == 1);
   CHECK(job.context.fenced_here.size() == 1);
+
+  // A world that has not formed yet (its workers still meet) stalls nobody: no fence.
+  ElasticJob meeting;
+  meeting.context.job.num_proc = 2;
+  meeting.context.remote_starter = &meeting.remote;
+  meeting.remote.unreachable = false;
+  meeting.source.grant = Grant({{"localhost", 1}, {"198.18.0.2", 1}});
+  meeting.Start();
+  for (int r = 0; r < 2; ++r) {
+    meeting.policy.rendezvous_handler()->Handle(
+        {"PUT", "/global/" + std::to_string(r), GlooList(ips[r], r, 2, 1000), ""},
+        [](rendezvous::HttpResponse) {});
+  }
+  meeting.context.Finish(&meeting.policy, meeting.IdOf("198.18.0.2", 0), ExitStatus::Exited(1));
+  CHECK(meeting.remote.detached.empty());
+  CHECK(meeting.context.fenced_here.empty());
 }
 
 }  // namespace
