@@ -10,10 +10,12 @@ address; the launcher's side is a bridge). No network flag is given to etrun any
             Targets: stalls <= 0.25 s.
   partition h3's link cut mid-training (discovery still lists it): cut -> first step of the
             smaller world. Target: <= 5 s (Gloo's timeout would be 30 s).
+  partition-real  the same with real Horovod 0.28.1 workers (tests/integration/horovod_worker.py;
+            PyTorch, Gloo), from ETRUN_HOROVOD_PATH or built by scripts/horovod.sh.
 
 Sessions run as root, whose ~/.bashrc here runs `pyenv init` (~0.36 s): every SSH session pays
 it, the floor's and etrun's once per rank, mpirun's once per host.
-usage: cluster.py ETRUN [launch] [elastic] [partition]   (default: all three)
+usage: cluster.py ETRUN [launch] [elastic] [partition] [partition-real]   (default: all four)
 """
 import json
 import os
@@ -58,15 +60,32 @@ def launch(bed, etrun, runs):
     return ok
 
 
-def start_job(bed, etrun, hosts, extra=()):
+REAL_WORKER = os.path.join(ROOT, "tests", "integration", "horovod_worker.py")
+
+
+def horovod_path():
+    """Where real Horovod is installed for the tests (scripts/horovod.sh builds it if needed)."""
+    if os.environ.get("ETRUN_HOROVOD_PATH"):
+        return os.environ["ETRUN_HOROVOD_PATH"]
+    r = subprocess.run([os.path.join(ROOT, "scripts", "horovod.sh")], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(r.stderr.strip())
+    return r.stdout.strip().splitlines()[-1]
+
+
+def start_job(bed, etrun, hosts, extra=(), real=False):
     set_hosts, script = discovery(hosts)
-    env = bed.env(dict(os.environ, HOROVOD_GLOO_TIMEOUT_SECONDS="30"))
+    env = dict(os.environ, HOROVOD_GLOO_TIMEOUT_SECONDS="30")
+    worker = ["/usr/bin/python3", STANDIN, "--steps", "1000000", "--step-seconds", "0.05",
+              "--timeout", "120", "--startup-seconds", "1.5", "--ring-stall"]
+    if real:
+        env["PYTHONPATH"] = horovod_path()
+        worker = ["/usr/bin/python3", REAL_WORKER, "--steps", "1000000", "--step-seconds", "0.05"]
+    env = bed.env(env)
     start = time.monotonic()
     proc = subprocess.Popen(
         bed.exec_argv([etrun, "-np", str(len(hosts)), "--min-np", "1", "--discovery-interval", "0.1",
-                       "--host-discovery-script", script, *extra, "/usr/bin/python3", STANDIN,
-                       "--steps", "1000000", "--step-seconds", "0.05", "--timeout", "120",
-                       "--startup-seconds", "1.5", "--ring-stall"]),
+                       "--host-discovery-script", script, *extra, *worker]),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
     out = Lines(proc.stdout)
     Lines(proc.stderr)
@@ -97,10 +116,10 @@ def elastic(bed, etrun):
     return ok
 
 
-def partition(bed, etrun, tries):
+def partition(bed, etrun, tries, real=False):
     ok = True
     for _ in range(tries):
-        proc, out, set_hosts, _ = start_job(bed, etrun, ["h1", "h2", "h3"])
+        proc, out, set_hosts, _ = start_job(bed, etrun, ["h1", "h2", "h3"], real=real)
         try:
             out.first(r"<stdout>:step \d+ rank \d+ size 3$")
             time.sleep(1.5)  # past the heartbeat's start: a steady world
@@ -121,7 +140,7 @@ def partition(bed, etrun, tries):
 
 def main():
     etrun = os.path.realpath(sys.argv[1])
-    parts = sys.argv[2:] or ["launch", "elastic", "partition"]
+    parts = sys.argv[2:] or ["launch", "elastic", "partition", "partition-real"]
     work = tempfile.mkdtemp(prefix="etrun-bench-bed-")
     try:
         bed = testbed.up(os.path.join(work, "bed"), hosts=8)
@@ -139,6 +158,9 @@ def main():
         if "partition" in parts:
             print("partition of one of 3 hosts:")
             ok = partition(bed, etrun, int(os.environ.get("TRIES", "3"))) and ok
+        if "partition-real" in parts:
+            print("partition of one of 3 hosts, real Horovod 0.28.1 workers:")
+            ok = partition(bed, etrun, int(os.environ.get("TRIES", "3")), real=True) and ok
     finally:
         bed.down()
         shutil.rmtree(work, ignore_errors=True)
