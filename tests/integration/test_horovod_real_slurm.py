@@ -10,6 +10,7 @@ from slurmbed import cluster_fixture
 from test_elastic_protocol import sizes_in_order
 from test_horovod_real import HOROVOD_WORKER, Lines, RealJob, horovod_env, pytestmark  # noqa: F401
 from test_multihost import marked_on
+from test_slurm import scontrol
 
 cluster = cluster_fixture(hosts=3)
 
@@ -28,11 +29,6 @@ class SlurmRealJob(RealJob):
                                      stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         self.out = Lines(self.proc.stdout)
         self.errors = Lines(self.proc.stderr)
-
-
-def scontrol(cluster, *args):
-    r = cluster.run_launcher(["scontrol", *args], timeout=30)
-    assert r.returncode == 0, r.stderr
 
 
 def test_real_workers_survive_a_node_set_down_and_finish_on_the_others(cluster, tmp_path, marker_env):
