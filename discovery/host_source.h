@@ -31,8 +31,10 @@ struct SlotFacts {
 struct HostGrant {
   bool ok = false;
   std::vector<HostSlots> hosts;                          // when ok, in the source's order
-  std::map<std::string, std::vector<SlotFacts>> slots;   // per host, index = local rank; may be
-                                                         // shorter than its slots (no facts)
+  // Per host, index = local rank; may be shorter than its slots (no facts). The source owns
+  // them whole: one that lends slots keeps listing a local rank's facts after it took the place
+  // back (its rank may still drain) until it names that place again; the job keeps no copy.
+  std::map<std::string, std::vector<SlotFacts>> slots;
   // Per host, when its ranks start otherwise than the job's: the remote-shell template ({host})
   // they start through (a node of another Slurm allocation: srun --jobid=<that one>).
   std::map<std::string, std::string> start_through;
