@@ -90,14 +90,14 @@ bool ElasticPolicy::Prepare(JobResult* result) {
     }
     std::vector<std::string> names;
     for (const discovery::HostSlots& h : hosts) names.push_back(h.name);
-    context_->hosts().Resolve(names);
+    context_->host_directory().Resolve(names);
     fixed_hosts_ = std::make_unique<discovery::FixedHostSource>(hosts);
     source_ = fixed_hosts_.get();
   }
   traits_ = source_->traits();
   discovery::ListenChoice listen;
   if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/false, {},
-                                      !config.remote_shell.empty(), context_->hosts().interfaces(),
+                                      !config.remote_shell.empty(), context_->host_directory().interfaces(),
                                       &listen, &err)) {
     *result = {kExitUsage, err};
     return false;
@@ -151,7 +151,7 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   host_manager_ = std::make_unique<discovery::HostManager>(config.cooldown_range, [this] {
     return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
   });
-  host_manager_->set_forget_departed(traits_.leases);
+  host_manager_->set_forget_departed(traits_.forget_departed);
   notifier_ = std::make_unique<rendezvous::Notifier>(&context_->io());
   WorkerControl* workers = this;  // private bases: converted here, where they are accessible
   CoordinatorNotifier* notifier = this;
@@ -193,7 +193,7 @@ void ElasticPolicy::Poll() {
   source_->Poll([this, alive, context, most](discovery::HostGrant grant) {
     // On the source's thread (or at once for fixed hosts): look the names up here, not on the
     // loop, so a slow resolver delays only this grant.
-    context->hosts().Resolve(HostNames(grant, most));
+    context->host_directory().Resolve(HostNames(grant, most));
     context->Post([this, alive, grant = std::move(grant)] {
       if (alive.lock()) AfterPoll(grant);
     });
@@ -243,7 +243,7 @@ void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
 bool ElasticPolicy::OffersThisMachine(const discovery::HostGrant& grant) const {
   std::vector<std::string> names = HostNames(grant, ResolvedAhead());
   for (size_t i = 0; i < names.size(); ++i) {
-    if (grant.hosts[i].slots > 0 && context_->hosts().Lookup(names[i]).local) return true;
+    if (grant.hosts[i].slots > 0 && context_->host_directory().Lookup(names[i]).local) return true;
   }
   return false;
 }
@@ -279,7 +279,7 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   }
   // A host whose SSH connection failed, or whose remote shell died, is unreachable.
   RemoteStarter* remote = context_->remote();
-  if (!f.status.success() && remote != nullptr && !context_->hosts().Lookup(key.first).local &&
+  if (!f.status.success() && remote != nullptr && !context_->host_directory().Lookup(key.first).local &&
       remote->Unreachable(key.first, f.status)) {
     driver_->OnHostUnreachable(key.first, context_->Now());
     Fence(key.first, true);
@@ -302,7 +302,7 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
 // A host's addresses: those discovery resolved, and those its ranks' Gloo pairs listen on.
 std::vector<std::string> ElasticPolicy::FenceIps(const std::string& host) const {
   std::vector<std::string> ips;
-  for (uint32_t a : context_->hosts().Lookup(host).ipv4) ips.push_back(discovery::Ipv4Text(a));
+  for (uint32_t a : context_->host_directory().Lookup(host).ipv4) ips.push_back(discovery::Ipv4Text(a));
   for (const rendezvous::SlotInfo& slot : driver_->assignment()) {
     std::string ip = slot.hostname == host ? mesh_.RankIp("global", slot.rank) : "";
     if (!ip.empty()) ips.push_back(std::move(ip));
@@ -314,7 +314,7 @@ void ElasticPolicy::Fence(const std::string& host, bool lost) {
   std::vector<std::string> addresses;  // the lost host's: every survivor's sockets to it go
   if (lost) {
     if (!fenced_.insert(host).second) return;  // once per loss
-    for (uint32_t a : context_->hosts().Lookup(host).ipv4) addresses.push_back(discovery::Ipv4Text(a));
+    for (uint32_t a : context_->host_directory().Lookup(host).ipv4) addresses.push_back(discovery::Ipv4Text(a));
   }
   std::set<std::string> survivors;
   for (const auto& [id, key] : slots_) {
@@ -324,7 +324,7 @@ void ElasticPolicy::Fence(const std::string& host, bool lost) {
   std::vector<std::string> here_ips;
   bool here = false;
   for (const std::string& survivor : survivors) {
-    if (context_->hosts().Lookup(survivor).local) {
+    if (context_->host_directory().Lookup(survivor).local) {
       here = true;
       for (std::string& ip : FenceIps(survivor)) here_ips.push_back(std::move(ip));
       continue;
@@ -374,7 +374,7 @@ static int GroupRank(const std::string& host, const std::vector<rendezvous::Slot
 
 void ElasticPolicy::PlaceOnNetwork(const rendezvous::SlotInfo& slot,
                                    const std::vector<rendezvous::SlotInfo>& world, RunVars* run) {
-  discovery::HostDirectory& hosts = context_->hosts();  // cached: no lookup on the loop
+  discovery::HostDirectory& hosts = context_->host_directory();  // cached: no lookup on the loop
   auto remote = std::find_if(world.begin(), world.end(), [&hosts](const rendezvous::SlotInfo& s) {
     return !hosts.Lookup(s.hostname).local;
   });
@@ -423,7 +423,7 @@ bool ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
       if (s.hostname == slot.hostname && s.rank < slot.rank) ++horovod_local;
     }
     std::vector<std::string> inherited;  // this machine's, as its ranks see them
-    if (own == nullptr && context_->hosts().Lookup(slot.hostname).local) {
+    if (own == nullptr && context_->host_directory().Lookup(slot.hostname).local) {
       inherited = SplitDevices(EnvValue(context_->environment(), "CUDA_VISIBLE_DEVICES"));
     }
     std::string devices = RankVisibleDevices(own != nullptr ? &lent : nullptr, inherited,
@@ -623,7 +623,7 @@ void ElasticPolicy::ApplyOverrides(const std::string& body, ControlRespond respo
   for (const auto& [host, slots] : next.add) names.push_back(host);
   std::weak_ptr<bool> alive = alive_;
   JobContext* context = context_;
-  context_->RunBlocking([context, names] { context->hosts().Resolve(names); },
+  context_->RunBlocking([context, names] { context->host_directory().Resolve(names); },
                         [this, alive, next, respond] {
                           if (!alive.lock()) return;
                           driver_->SetOverrides(next, context_->Now());

@@ -4,7 +4,7 @@
 // servers; tests implement it with fakes (tests/launcher/fake_job_context.h), so each policy runs
 // in unit tests without processes, sockets or sleeps. A policy hears of finished ranks only
 // after the reap that found them has returned (JobPolicy::OnRankFinished), never from inside it.
-// Every call from the loop thread, but for hosts().Resolve and Post, which any thread may call
+// Every call from the loop thread, but for host_directory().Resolve and Post, which any thread may call
 // (a host source's thread does).
 #ifndef ETRUN_LAUNCHER_JOB_CONTEXT_H_
 #define ETRUN_LAUNCHER_JOB_CONTEXT_H_
@@ -50,7 +50,7 @@ class JobContext {
   // Hosts: this machine's interfaces and name lookups (cached; Resolve blocks: call it off the
   // loop or before it runs), the job's host source (null: the fixed hosts of the flags), how
   // ranks start on other hosts (null: this machine only), the file limit (null: leave it).
-  virtual discovery::HostDirectory& hosts() = 0;
+  virtual discovery::HostDirectory& host_directory() = 0;
   virtual discovery::HostSource* host_source() = 0;
   virtual RemoteStarter* remote() = 0;
   virtual FileLimit* file_limit() = 0;

@@ -119,7 +119,7 @@ bool MpiPolicy::Prepare(JobResult* result) {
   // Horovod's task service; without names etrun lets Open MPI choose).
   std::vector<std::string> names;
   for (const discovery::HostSlots& h : hosts) names.push_back(h.name);
-  discovery::HostDirectory& directory = context_->hosts();
+  discovery::HostDirectory& directory = context_->host_directory();
   directory.Resolve(names);
   bool all_local = std::all_of(names.begin(), names.end(), [&directory](const std::string& h) {
     return directory.Lookup(h).local;

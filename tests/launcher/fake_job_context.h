@@ -142,7 +142,7 @@ class FakeJobContext : public JobContext {
   const JobConfig& config() const override { return job; }
   const std::vector<std::string>& environment() const override { return env; }
   TimePoint Now() const override { return now; }
-  discovery::HostDirectory& hosts() override { return hosts_; }
+  discovery::HostDirectory& host_directory() override { return hosts_; }
   discovery::HostSource* host_source() override { return source; }
   RemoteStarter* remote() override { return remote_starter; }
   FileLimit* file_limit() override { return nullptr; }
