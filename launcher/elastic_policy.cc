@@ -74,17 +74,24 @@ ElasticPolicy::~ElasticPolicy() {
 }
 
 bool ElasticPolicy::Prepare(JobResult* result) {
-  const JobConfig& config = context_->config();
-  std::string err;
-  source_ = context_->host_source();
-  if (source_ == nullptr && !config.pool.empty()) {
-    *result = {kExitFailure, "--pool " + config.pool + ": the job is not joined to the pool"};
+  if (!UseSource(result) || !ChooseNetwork(result) || !FitFileLimit(result) ||
+      !SetOptions(result)) {
     return false;
   }
+  BuildDriver();
+  WatchStore();
+  return true;
+}
+
+// The runtime's host source, or the fixed hosts of the flags (-H, --hostfile, or
+// localhost:<np>), looked up now, before the loop runs. main() joins a --pool before the runtime
+// exists, so a pool job always has its source here.
+bool ElasticPolicy::UseSource(JobResult* result) {
+  source_ = context_->host_source();
   if (source_ == nullptr) {
-    // Hosts are fixed (-H, --hostfile, or localhost:<np>): looked up now, before the loop runs.
     std::vector<discovery::HostSlots> hosts;
-    if (!JobHosts(config, &hosts, &err)) {
+    std::string err;
+    if (!JobHosts(context_->config(), &hosts, &err)) {
       *result = {kExitUsage, err};
       return false;
     }
@@ -95,27 +102,44 @@ bool ElasticPolicy::Prepare(JobResult* result) {
     source_ = fixed_hosts_.get();
   }
   traits_ = source_->traits();
+  return true;
+}
+
+// Where the rendezvous server listens and the ranks' network (discovery::ListenChoice).
+bool ElasticPolicy::ChooseNetwork(JobResult* result) {
+  const JobConfig& config = context_->config();
   discovery::ListenChoice listen;
+  std::string err;
   if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/false, {},
-                                      !config.remote_shell.empty(), context_->host_directory().interfaces(),
-                                      &listen, &err)) {
+                                      !config.remote_shell.empty(),
+                                      context_->host_directory().interfaces(), &listen, &err)) {
     *result = {kExitUsage, err};
     return false;
   }
-  const std::string& driver_ip = listen.address;
   listen_addr_ = listen.listen;
   run_.nics = listen.nics;
   run_.per_host = listen.per_host;
-  // Per rank: two output pipes and a short-lived exec-status pipe (plus two log files).
+  run_.elastic = true;
+  run_.rendezvous_addr = listen.address;
+  run_.master_addr = listen.address;
+  run_.master_is_launcher = true;
+  run_.master_port = discovery::FindFreePort(listen.address, &err);
+  return true;
+}
+
+// Per rank: two output pipes and a short-lived exec-status pipe (plus two log files). With
+// --max-np the limit is raised for them; without, at most the ranks it lets etrun supervise.
+bool ElasticPolicy::FitFileLimit(JobResult* result) {
+  const JobConfig& config = context_->config();
   int most_ranks = config.max_np.value_or(std::max(config.num_proc.value_or(1), 4096));
   FileLimit* limit = context_->file_limit();
+  std::string err;
   if (config.max_np && limit != nullptr &&
       !limit->Ensure(static_cast<rlim_t>(most_ranks) * FilesPerRank(config) + 64,
                      fmt::format("{} ranks", most_ranks), &err)) {
     *result = {kExitUsage, err};
     return false;
   }
-  // Without --max-np: at most the ranks the open-file limit lets etrun supervise.
   supervisable_ = config.max_np ? std::nullopt : SupervisableRanks(config, limit);
   int least = config.min_np.value_or(config.num_proc.value_or(1));
   if (supervisable_ && *supervisable_ < least) {
@@ -125,11 +149,13 @@ bool ElasticPolicy::Prepare(JobResult* result) {
                                        *supervisable_, least)};
     return false;
   }
-  run_.elastic = true;
-  run_.rendezvous_addr = driver_ip;
-  run_.master_addr = driver_ip;
-  run_.master_is_launcher = true;
-  run_.master_port = discovery::FindFreePort(driver_ip, &err);
+  return true;
+}
+
+// The GPUs of this machine's ranks and the driver's options from the flags and the traits.
+bool ElasticPolicy::SetOptions(JobResult* result) {
+  const JobConfig& config = context_->config();
+  std::string err;
   if (!LocalGpuSlots(config, context_->environment(), &run_.gpus, &err)) {
     *result = {kExitUsage, err};
     return false;
@@ -148,17 +174,25 @@ bool ElasticPolicy::Prepare(JobResult* result) {
     options_.np = options_.min_np;
     options_.wait_without_deadline = true;
   }
-  host_manager_ = std::make_unique<discovery::HostManager>(config.cooldown_range, [this] {
+  return true;
+}
+
+void ElasticPolicy::BuildDriver() {
+  host_manager_ = std::make_unique<discovery::HostManager>(context_->config().cooldown_range, [this] {
     return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
   });
   host_manager_->set_forget_departed(traits_.forget_departed);
-  notifier_ = std::make_unique<rendezvous::Notifier>(&context_->io());
+  notifier_ = context_->MakeNotifier();
   WorkerControl* workers = this;  // private bases: converted here, where they are accessible
   CoordinatorNotifier* notifier = this;
   driver_ = std::make_unique<ElasticDriver>(options_, host_manager_.get(), workers, notifier,
                                             &store_, context_->Now());
   driver_->set_events(&context_->events());
   handler_ = std::make_unique<rendezvous::RendezvousHandler>(&store_, driver_.get());
+}
+
+// What the driver hears from the store: the world ready, workers arriving, the Gloo mesh.
+void ElasticPolicy::WatchStore() {
   store_.set_on_scope_done([this](std::string_view scope) {
     if (scope == "global") driver_->OnWorldReady(context_->Now());
   });
@@ -171,7 +205,6 @@ bool ElasticPolicy::Prepare(JobResult* result) {
     auto [end, ec] = std::from_chars(key.data() + 5, key.data() + key.size(), rank);
     if (ec == std::errc() && end == key.data() + key.size()) driver_->OnWorkerArrived(rank, context_->Now());
   });
-  return true;
 }
 
 void ElasticPolicy::Begin(int rendezvous_port) {

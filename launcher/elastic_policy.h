@@ -72,6 +72,14 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   void Notify(const SlotKey& slot, rendezvous::HostUpdateResult res,
               std::function<void(bool, std::string)> done) override;
 
+  // Prepare's steps; those that can fail return false with *result set.
+  bool UseSource(JobResult* result);
+  bool ChooseNetwork(JobResult* result);
+  bool FitFileLimit(JobResult* result);
+  bool SetOptions(JobResult* result);
+  void BuildDriver();
+  void WatchStore();
+
   void Poll();
   void AfterPoll(const discovery::HostGrant& grant);
   // Whether one of the hosts `grant` lists first (ResolvedAhead) with slots is this machine.

@@ -16,8 +16,6 @@
 #include <string_view>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-
 #include "discovery/host_source.h"
 #include "discovery/network.h"
 #include "events/event_log.h"
@@ -28,6 +26,7 @@
 #include "launcher/rank_set.h"
 #include "launcher/remote_starter.h"
 #include "launcher/spawner.h"
+#include "rendezvous/notifier.h"
 
 namespace etrun::launcher {
 
@@ -93,8 +92,8 @@ class JobContext {
   // Ends the job once the policy says it is over and every rank has finished. Call after any
   // event a policy handles itself (timers, host grants); the runtime calls it after its own.
   virtual void CheckDone() = 0;
-  // The loop itself, for parts that do their own I/O on it (the notifier's connections).
-  virtual boost::asio::io_context& io() = 0;
+  // A notifier (rank 0's "hosts updated" messages) whose connections run on the job's loop.
+  virtual std::unique_ptr<rendezvous::Notifier> MakeNotifier() = 0;
 };
 
 }  // namespace etrun::launcher

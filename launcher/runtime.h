@@ -97,7 +97,9 @@ class Runtime : public JobContext {
     RunBlocking([command] { launcher::FenceHere(command); }, [] {});
   }
   void CheckDone() override;
-  boost::asio::io_context& io() override { return io_; }
+  std::unique_ptr<rendezvous::Notifier> MakeNotifier() override {
+    return std::make_unique<rendezvous::Notifier>(&io_);
+  }
 
  private:
   JobResult RunJob();

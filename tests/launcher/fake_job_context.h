@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
 #include <doctest/doctest.h>
 
 #include "discovery/host_slots.h"
@@ -238,7 +239,9 @@ class FakeJobContext : public JobContext {
   }
   void FenceHere(const std::string& command) override { fenced_here.push_back(command); }
   void CheckDone() override { ++check_done; }
-  boost::asio::io_context& io() override { return io_; }
+  std::unique_ptr<rendezvous::Notifier> MakeNotifier() override {
+    return std::make_unique<rendezvous::Notifier>(&io_);
+  }
 
  private:
   struct Pending {
