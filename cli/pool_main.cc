@@ -17,6 +17,7 @@
 #include "cli/verb_common.h"
 #include "control/control.h"
 #include "discovery/host_slots.h"
+#include "discovery/host_source.h"
 #include "launcher/child.h"
 #include "launcher/gpu_slots.h"
 #include "launcher/shell_script_runner.h"
@@ -151,7 +152,8 @@ int StartMain(int argc, char** argv) {
     }
   }
   launcher::ShellScriptRunner discovery(o.discovery_script, o.discovery_timeout);
-  return pool::RunPoolDaemon(o, &discovery);
+  discovery::ScriptHostSource discovered(&discovery, /*default_slots=*/1);
+  return pool::RunPoolDaemon(o, &discovered);
 }
 
 int StatusMain(int argc, char** argv) {

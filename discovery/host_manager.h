@@ -36,7 +36,7 @@ class HostManager {
   int Update(const std::vector<HostSlots>& discovered, TimePoint now);
 
   // Whether a blacklisted host that leaves the discovered list is forgotten (HostSourceTraits::
-  // leases): listed again, it is available. Default: blacklisted still.
+  // forget_departed): listed again, it is available. Default: blacklisted still.
   void set_forget_departed(bool forget) { forget_departed_ = forget; }
 
   // Blacklists a host whose rank failed. No effect while the host is inside a cooldown window.

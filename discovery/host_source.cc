@@ -35,6 +35,8 @@ HostGrant GrantFromScript(const ScriptResult& result, int default_slots) {
   } else {
     grant.ok = true;
   }
+  if (!grant.ok) grant.fix = "fix the script; it must print host:slots lines";
+  for (std::string& w : grant.warnings) w = "host discovery script " + w;
   return grant;
 }
 

@@ -31,15 +31,18 @@ struct SlotFacts {
 struct HostGrant {
   bool ok = false;
   std::vector<HostSlots> hosts;                          // when ok, in the source's order
-  std::map<std::string, std::vector<SlotFacts>> slots;   // per host, index = local rank; may be
-                                                         // shorter than its slots (no facts)
+  // Per host, index = local rank; may be shorter than its slots (no facts). The source owns
+  // them whole: one that lends slots keeps listing a local rank's facts after it took the place
+  // back (its rank may still drain) until it names that place again; the job keeps no copy.
+  std::map<std::string, std::vector<SlotFacts>> slots;
   // Per host, when its ranks start otherwise than the job's: the remote-shell template ({host})
   // they start through (a node of another Slurm allocation: srun --jobid=<that one>).
   std::map<std::string, std::string> start_through;
   uint64_t version = 0;                                  // grows with each new grant; 0: unversioned
-  std::vector<std::string> warnings;                     // for the user, when ok
+  std::vector<std::string> warnings;  // for the user, when ok: whole lines naming the source
   std::string errors;    // the source's own messages (a script's stderr), passed on as they are
-  std::string failure;   // when !ok: one line saying why
+  std::string failure;   // when !ok: one line saying why, naming the source
+  std::string fix;       // when !ok: how to fix it, for the error that ends a job ("": none)
 };
 
 // How a job must treat a source's hosts.
@@ -53,7 +56,7 @@ struct HostSourceTraits {
   std::string lender_job;  // the job's id there
   // A host the source stops listing has left for good (its Slurm allocation ended or shrank):
   // listed again it is a new lease, its old blacklisting forgotten.
-  bool leases = false;
+  bool forget_departed = false;
 };
 
 class HostSource {
@@ -70,7 +73,7 @@ class HostSource {
 };
 
 // A script's run as a grant: its hosts when it exited 0 and printed good lines (slots default to
-// `default_slots`), else a failure naming the script's exit or its bad line.
+// `default_slots`), else a failure naming the script's exit or its bad line, and the fix.
 HostGrant GrantFromScript(const ScriptResult& result, int default_slots);
 
 // The discovery script, run on each poll through `runner` (which must outlive the source).

@@ -1,7 +1,7 @@
 // EventLog: the job's events as JSON Lines (--events-file), one object per event, written and
 // flushed as it happens so `tail -f` and `etrun report` see a job while it runs and after it is
 // killed. Every object carries "ts" (UTC ISO 8601 with ms), "t" (seconds since the job started,
-// monotonic) and "event"; the fields of each event are listed in the README (Events file).
+// monotonic) and "event"; the fields of each event are listed in docs/events.md (Events file).
 // A default-constructed EventLog is disabled and ignores Emit, so callers need no null checks.
 // Driver thread only.
 #ifndef ETRUN_EVENTS_EVENT_LOG_H_
@@ -46,7 +46,7 @@ class EventLog {
   std::vector<nlohmann::json> captured_;
 };
 
-// "finished", "failed", "drained" or "stopped" (see the README), for a rank's exit.
+// "finished", "failed", "drained" or "stopped" (docs/events.md, rank_exited), for a rank's exit.
 // `stopped_by_etrun`: etrun had asked it to stop; `removed`: because its host left the job.
 std::string ExitReason(const ExitStatus& status, bool stopped_by_etrun, bool removed);
 

@@ -1,4 +1,4 @@
-// The events file's vocabulary (--events-file; the README's "Events file" section lists each
+// The events file's vocabulary (--events-file; docs/events.md, "Events file", lists each
 // event's fields): every event name and field name, shared by the writers (launcher/) and the
 // reader (report/), so a renamed field cannot drift between them. Pure.
 #ifndef ETRUN_EVENTS_SCHEMA_H_

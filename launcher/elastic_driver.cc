@@ -54,11 +54,11 @@ void ElasticDriver::OnDiscovery(const discovery::HostGrant& grant, TimePoint now
   if (!grant.ok) {
     const std::string& err = grant.failure;
     Emit(events::kDiscoveryFailed, {{field::kReason, err}});
-    if (!have_discovery_) return Stop(kExitFailure, err + ": fix the script; it must print host:slots lines");
+    if (!have_discovery_) return Stop(kExitFailure, grant.fix.empty() ? err : err + ": " + grant.fix);
     spdlog::warn("{}; keeping the last host list", err);
     return;
   }
-  for (const std::string& w : grant.warnings) spdlog::warn("host discovery script {}", w);
+  for (const std::string& w : grant.warnings) spdlog::warn("{}", w);
   have_discovery_ = true;
   last_raw_ = grant.hosts;
   ApplyHosts(grant.hosts, now);

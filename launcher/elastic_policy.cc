@@ -74,48 +74,72 @@ ElasticPolicy::~ElasticPolicy() {
 }
 
 bool ElasticPolicy::Prepare(JobResult* result) {
-  const JobConfig& config = context_->config();
-  std::string err;
-  source_ = context_->host_source();
-  if (source_ == nullptr && !config.pool.empty()) {
-    *result = {kExitFailure, "--pool " + config.pool + ": the job is not joined to the pool"};
+  if (!UseSource(result) || !ChooseNetwork(result) || !FitFileLimit(result) ||
+      !SetOptions(result)) {
     return false;
   }
+  BuildDriver();
+  WatchStore();
+  return true;
+}
+
+// The runtime's host source, or the fixed hosts of the flags (-H, --hostfile, or
+// localhost:<np>), looked up now, before the loop runs. main() joins a --pool before the runtime
+// exists, so a pool job always has its source here.
+bool ElasticPolicy::UseSource(JobResult* result) {
+  source_ = context_->host_source();
   if (source_ == nullptr) {
-    // Hosts are fixed (-H, --hostfile, or localhost:<np>): looked up now, before the loop runs.
     std::vector<discovery::HostSlots> hosts;
-    if (!JobHosts(config, &hosts, &err)) {
+    std::string err;
+    if (!JobHosts(context_->config(), &hosts, &err)) {
       *result = {kExitUsage, err};
       return false;
     }
     std::vector<std::string> names;
     for (const discovery::HostSlots& h : hosts) names.push_back(h.name);
-    context_->hosts().Resolve(names);
+    context_->host_directory().Resolve(names);
     fixed_hosts_ = std::make_unique<discovery::FixedHostSource>(hosts);
     source_ = fixed_hosts_.get();
   }
   traits_ = source_->traits();
+  return true;
+}
+
+// Where the rendezvous server listens and the ranks' network (discovery::ListenChoice).
+bool ElasticPolicy::ChooseNetwork(JobResult* result) {
+  const JobConfig& config = context_->config();
   discovery::ListenChoice listen;
+  std::string err;
   if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/false, {},
-                                      !config.remote_shell.empty(), context_->hosts().interfaces(),
-                                      &listen, &err)) {
+                                      !config.remote_shell.empty(),
+                                      context_->host_directory().interfaces(), &listen, &err)) {
     *result = {kExitUsage, err};
     return false;
   }
-  const std::string& driver_ip = listen.address;
   listen_addr_ = listen.listen;
   run_.nics = listen.nics;
   run_.per_host = listen.per_host;
-  // Per rank: two output pipes and a short-lived exec-status pipe (plus two log files).
+  run_.elastic = true;
+  run_.rendezvous_addr = listen.address;
+  run_.master_addr = listen.address;
+  run_.master_is_launcher = true;
+  run_.master_port = discovery::FindFreePort(listen.address, &err);
+  return true;
+}
+
+// Per rank: two output pipes and a short-lived exec-status pipe (plus two log files). With
+// --max-np the limit is raised for them; without, at most the ranks it lets etrun supervise.
+bool ElasticPolicy::FitFileLimit(JobResult* result) {
+  const JobConfig& config = context_->config();
   int most_ranks = config.max_np.value_or(std::max(config.num_proc.value_or(1), 4096));
   FileLimit* limit = context_->file_limit();
+  std::string err;
   if (config.max_np && limit != nullptr &&
       !limit->Ensure(static_cast<rlim_t>(most_ranks) * FilesPerRank(config) + 64,
                      fmt::format("{} ranks", most_ranks), &err)) {
     *result = {kExitUsage, err};
     return false;
   }
-  // Without --max-np: at most the ranks the open-file limit lets etrun supervise.
   supervisable_ = config.max_np ? std::nullopt : SupervisableRanks(config, limit);
   int least = config.min_np.value_or(config.num_proc.value_or(1));
   if (supervisable_ && *supervisable_ < least) {
@@ -125,11 +149,13 @@ bool ElasticPolicy::Prepare(JobResult* result) {
                                        *supervisable_, least)};
     return false;
   }
-  run_.elastic = true;
-  run_.rendezvous_addr = driver_ip;
-  run_.master_addr = driver_ip;
-  run_.master_is_launcher = true;
-  run_.master_port = discovery::FindFreePort(driver_ip, &err);
+  return true;
+}
+
+// The GPUs of this machine's ranks and the driver's options from the flags and the traits.
+bool ElasticPolicy::SetOptions(JobResult* result) {
+  const JobConfig& config = context_->config();
+  std::string err;
   if (!LocalGpuSlots(config, context_->environment(), &run_.gpus, &err)) {
     *result = {kExitUsage, err};
     return false;
@@ -148,17 +174,25 @@ bool ElasticPolicy::Prepare(JobResult* result) {
     options_.np = options_.min_np;
     options_.wait_without_deadline = true;
   }
-  host_manager_ = std::make_unique<discovery::HostManager>(config.cooldown_range, [this] {
+  return true;
+}
+
+void ElasticPolicy::BuildDriver() {
+  host_manager_ = std::make_unique<discovery::HostManager>(context_->config().cooldown_range, [this] {
     return std::uniform_real_distribution<double>(0.0, 1.0)(random_);
   });
-  host_manager_->set_forget_departed(traits_.leases);
-  notifier_ = std::make_unique<rendezvous::Notifier>(&context_->io());
+  host_manager_->set_forget_departed(traits_.forget_departed);
+  notifier_ = context_->MakeNotifier();
   WorkerControl* workers = this;  // private bases: converted here, where they are accessible
   CoordinatorNotifier* notifier = this;
   driver_ = std::make_unique<ElasticDriver>(options_, host_manager_.get(), workers, notifier,
                                             &store_, context_->Now());
   driver_->set_events(&context_->events());
   handler_ = std::make_unique<rendezvous::RendezvousHandler>(&store_, driver_.get());
+}
+
+// What the driver hears from the store: the world ready, workers arriving, the Gloo mesh.
+void ElasticPolicy::WatchStore() {
   store_.set_on_scope_done([this](std::string_view scope) {
     if (scope == "global") driver_->OnWorldReady(context_->Now());
   });
@@ -171,7 +205,6 @@ bool ElasticPolicy::Prepare(JobResult* result) {
     auto [end, ec] = std::from_chars(key.data() + 5, key.data() + key.size(), rank);
     if (ec == std::errc() && end == key.data() + key.size()) driver_->OnWorkerArrived(rank, context_->Now());
   });
-  return true;
 }
 
 void ElasticPolicy::Begin(int rendezvous_port) {
@@ -193,7 +226,7 @@ void ElasticPolicy::Poll() {
   source_->Poll([this, alive, context, most](discovery::HostGrant grant) {
     // On the source's thread (or at once for fixed hosts): look the names up here, not on the
     // loop, so a slow resolver delays only this grant.
-    context->hosts().Resolve(HostNames(grant, most));
+    context->host_directory().Resolve(HostNames(grant, most));
     context->Post([this, alive, grant = std::move(grant)] {
       if (alive.lock()) AfterPoll(grant);
     });
@@ -204,16 +237,8 @@ void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
   polling_ = false;
   // The script's stderr reaches the user as horovodrun passes it through.
   if (!grant.errors.empty()) context_->Write(context_->console().console_err, grant.errors);
-  // The facts of the hosts the driver plans with: a local rank keeps its slot's facts until a
-  // grant names that place again.
-  if (grant.ok) {
-    start_through_ = grant.start_through;
-    for (const auto& [host, facts] : grant.slots) {
-      std::vector<discovery::SlotFacts>& mine = facts_[host];
-      if (mine.size() < facts.size()) mine.resize(facts.size());
-      std::copy(facts.begin(), facts.end(), mine.begin());
-    }
-  }
+  // The facts of the hosts the driver plans with are the grant's own (HostGrant: one value).
+  if (grant.ok) grant_ = grant;
   // Before any rank starts on this machine: a command that cannot run here ends the job with one
   // line, as in the other modes, instead of failing every local rank (and blaming the host).
   if (grant.ok && !command_checked_ && OffersThisMachine(grant)) {
@@ -251,7 +276,7 @@ void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
 bool ElasticPolicy::OffersThisMachine(const discovery::HostGrant& grant) const {
   std::vector<std::string> names = HostNames(grant, ResolvedAhead());
   for (size_t i = 0; i < names.size(); ++i) {
-    if (grant.hosts[i].slots > 0 && context_->hosts().Lookup(names[i]).local) return true;
+    if (grant.hosts[i].slots > 0 && context_->host_directory().Lookup(names[i]).local) return true;
   }
   return false;
 }
@@ -287,7 +312,7 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   }
   // A host whose SSH connection failed, or whose remote shell died, is unreachable.
   RemoteStarter* remote = context_->remote();
-  if (!f.status.success() && remote != nullptr && !context_->hosts().Lookup(key.first).local &&
+  if (!f.status.success() && remote != nullptr && !context_->host_directory().Lookup(key.first).local &&
       remote->Unreachable(key.first, f.status)) {
     driver_->OnHostUnreachable(key.first, context_->Now());
     Fence(key.first, true);
@@ -319,7 +344,7 @@ bool ElasticPolicy::InFormedWorld(const SlotKey& key) const {
 // A host's addresses: those discovery resolved, and those its ranks' Gloo pairs listen on.
 std::vector<std::string> ElasticPolicy::FenceIps(const std::string& host) const {
   std::vector<std::string> ips;
-  for (uint32_t a : context_->hosts().Lookup(host).ipv4) ips.push_back(discovery::Ipv4Text(a));
+  for (uint32_t a : context_->host_directory().Lookup(host).ipv4) ips.push_back(discovery::Ipv4Text(a));
   for (const rendezvous::SlotInfo& slot : driver_->assignment()) {
     std::string ip = slot.hostname == host ? mesh_.RankIp("global", slot.rank) : "";
     if (!ip.empty()) ips.push_back(std::move(ip));
@@ -331,7 +356,7 @@ void ElasticPolicy::Fence(const std::string& host, bool lost) {
   std::vector<std::string> addresses;  // the lost host's: every survivor's sockets to it go
   if (lost) {
     if (!fenced_.insert(host).second) return;  // once per loss
-    for (uint32_t a : context_->hosts().Lookup(host).ipv4) addresses.push_back(discovery::Ipv4Text(a));
+    for (uint32_t a : context_->host_directory().Lookup(host).ipv4) addresses.push_back(discovery::Ipv4Text(a));
   }
   std::set<std::string> survivors;
   for (const auto& [id, key] : slots_) {
@@ -341,7 +366,7 @@ void ElasticPolicy::Fence(const std::string& host, bool lost) {
   std::vector<std::string> here_ips;
   bool here = false;
   for (const std::string& survivor : survivors) {
-    if (context_->hosts().Lookup(survivor).local) {
+    if (context_->host_directory().Lookup(survivor).local) {
       here = true;
       for (std::string& ip : FenceIps(survivor)) here_ips.push_back(std::move(ip));
       continue;
@@ -391,7 +416,7 @@ static int GroupRank(const std::string& host, const std::vector<rendezvous::Slot
 
 void ElasticPolicy::PlaceOnNetwork(const rendezvous::SlotInfo& slot,
                                    const std::vector<rendezvous::SlotInfo>& world, RunVars* run) {
-  discovery::HostDirectory& hosts = context_->hosts();  // cached: no lookup on the loop
+  discovery::HostDirectory& hosts = context_->host_directory();  // cached: no lookup on the loop
   auto remote = std::find_if(world.begin(), world.end(), [&hosts](const rendezvous::SlotInfo& s) {
     return !hosts.Lookup(s.hostname).local;
   });
@@ -420,16 +445,16 @@ bool ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
   RankRequest request{slot, GroupRank(slot.hostname, world), run_, round,
                       ExtraEnv(round > driver_->round()), {}};
   if (run_.per_host) PlaceOnNetwork(slot, world, &request.run);
-  if (auto through = start_through_.find(slot.hostname); through != start_through_.end()) {
+  if (auto through = grant_.start_through.find(slot.hostname); through != grant_.start_through.end()) {
     request.remote_shell = through->second;
   }
   // The slot's facts from its source (a pool's slot name and GPU) and the GPUs the rank sees:
   // with --gpus-per-rank the RankLauncher sets them; else ranks permuted on this host (rank 0
   // kept with the state) must find their slot's own GPU at hvd.local_rank().
-  auto facts = facts_.find(slot.hostname);
+  auto facts = grant_.slots.find(slot.hostname);
   const discovery::SlotFacts* own = nullptr;
   std::vector<std::string> lent;
-  if (facts != facts_.end() && slot.local_rank >= 0 && static_cast<size_t>(slot.local_rank) < facts->second.size()) {
+  if (facts != grant_.slots.end() && slot.local_rank >= 0 && static_cast<size_t>(slot.local_rank) < facts->second.size()) {
     own = &facts->second[slot.local_rank];
     request.extra_env.insert(request.extra_env.end(), own->env.begin(), own->env.end());
     for (const discovery::SlotFacts& f : facts->second) lent.push_back(f.device);
@@ -440,7 +465,7 @@ bool ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
       if (s.hostname == slot.hostname && s.rank < slot.rank) ++horovod_local;
     }
     std::vector<std::string> inherited;  // this machine's, as its ranks see them
-    if (own == nullptr && context_->hosts().Lookup(slot.hostname).local) {
+    if (own == nullptr && context_->host_directory().Lookup(slot.hostname).local) {
       inherited = SplitDevices(EnvValue(context_->environment(), "CUDA_VISIBLE_DEVICES"));
     }
     std::string devices = RankVisibleDevices(own != nullptr ? &lent : nullptr, inherited,
@@ -640,7 +665,7 @@ void ElasticPolicy::ApplyOverrides(const std::string& body, ControlRespond respo
   for (const auto& [host, slots] : next.add) names.push_back(host);
   std::weak_ptr<bool> alive = alive_;
   JobContext* context = context_;
-  context_->RunBlocking([context, names] { context->hosts().Resolve(names); },
+  context_->RunBlocking([context, names] { context->host_directory().Resolve(names); },
                         [this, alive, next, respond] {
                           if (!alive.lock()) return;
                           driver_->SetOverrides(next, context_->Now());

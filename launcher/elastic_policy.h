@@ -72,6 +72,14 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   void Notify(const SlotKey& slot, rendezvous::HostUpdateResult res,
               std::function<void(bool, std::string)> done) override;
 
+  // Prepare's steps; those that can fail return false with *result set.
+  bool UseSource(JobResult* result);
+  bool ChooseNetwork(JobResult* result);
+  bool FitFileLimit(JobResult* result);
+  bool SetOptions(JobResult* result);
+  void BuildDriver();
+  void WatchStore();
+
   void Poll();
   void AfterPoll(const discovery::HostGrant& grant);
   // Whether one of the hosts `grant` lists first (ResolvedAhead) with slots is this machine.
@@ -113,8 +121,9 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   std::unique_ptr<discovery::HostSource> fixed_hosts_;  // when the runtime has no source
   discovery::HostSource* source_ = nullptr;              // where the job's hosts come from
   discovery::HostSourceTraits traits_;
-  std::map<std::string, std::vector<discovery::SlotFacts>> facts_;  // per host, by local rank
-  std::map<std::string, std::string> start_through_;  // the last grant's (HostGrant::start_through)
+  // The last good grant, as the source gave it: each slot's facts (a source that lends slots
+  // keeps a local rank's facts until it names that place again) and HostGrant::start_through.
+  discovery::HostGrant grant_;
   bool polling_ = false;            // a discovery run is under way
   uint64_t poll_wait_ = 0;          // the latest wait for the next run
   std::unique_ptr<Timer> poll_timer_;

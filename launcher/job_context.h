@@ -4,7 +4,7 @@
 // servers; tests implement it with fakes (tests/launcher/fake_job_context.h), so each policy runs
 // in unit tests without processes, sockets or sleeps. A policy hears of finished ranks only
 // after the reap that found them has returned (JobPolicy::OnRankFinished), never from inside it.
-// Every call from the loop thread, but for hosts().Resolve and Post, which any thread may call
+// Every call from the loop thread, but for host_directory().Resolve and Post, which any thread may call
 // (a host source's thread does).
 #ifndef ETRUN_LAUNCHER_JOB_CONTEXT_H_
 #define ETRUN_LAUNCHER_JOB_CONTEXT_H_
@@ -16,8 +16,6 @@
 #include <string_view>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-
 #include "discovery/host_source.h"
 #include "discovery/network.h"
 #include "events/event_log.h"
@@ -28,6 +26,7 @@
 #include "launcher/rank_set.h"
 #include "launcher/remote_starter.h"
 #include "launcher/spawner.h"
+#include "rendezvous/notifier.h"
 
 namespace etrun::launcher {
 
@@ -50,7 +49,7 @@ class JobContext {
   // Hosts: this machine's interfaces and name lookups (cached; Resolve blocks: call it off the
   // loop or before it runs), the job's host source (null: the fixed hosts of the flags), how
   // ranks start on other hosts (null: this machine only), the file limit (null: leave it).
-  virtual discovery::HostDirectory& hosts() = 0;
+  virtual discovery::HostDirectory& host_directory() = 0;
   virtual discovery::HostSource* host_source() = 0;
   virtual RemoteStarter* remote() = 0;
   virtual FileLimit* file_limit() = 0;
@@ -93,8 +92,8 @@ class JobContext {
   // Ends the job once the policy says it is over and every rank has finished. Call after any
   // event a policy handles itself (timers, host grants); the runtime calls it after its own.
   virtual void CheckDone() = 0;
-  // The loop itself, for parts that do their own I/O on it (the notifier's connections).
-  virtual boost::asio::io_context& io() = 0;
+  // A notifier (rank 0's "hosts updated" messages) whose connections run on the job's loop.
+  virtual std::unique_ptr<rendezvous::Notifier> MakeNotifier() = 0;
 };
 
 }  // namespace etrun::launcher

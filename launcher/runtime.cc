@@ -85,7 +85,7 @@ int Runtime::Run() {
 nlohmann::json Runtime::StartEvent() const {
   nlohmann::json hosts = nlohmann::json::array();
   discovery::HostSourceTraits source;
-  if (services_.hosts != nullptr) source = services_.hosts->traits();
+  if (services_.host_source != nullptr) source = services_.host_source->traits();
   if (config_.host_discovery_script.empty() && !source.lent) {
     std::vector<discovery::HostSlots> listed;
     std::string ignored;

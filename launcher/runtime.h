@@ -48,7 +48,7 @@ struct JobServices {
   Spawner* spawner = nullptr;
   // Where an elastic job's hosts come from (a discovery script, a pool joined before the runtime
   // runs); null: the fixed hosts of the flags.
-  discovery::HostSource* hosts = nullptr;
+  discovery::HostSource* host_source = nullptr;
   const Clock* clock = nullptr;
   FileLimit* file_limit = nullptr;               // may be null: the limit is left alone
   // This machine's interfaces; empty: read them (discovery::LocalInterfaces).
@@ -73,8 +73,8 @@ class Runtime : public JobContext {
   const JobConfig& config() const override { return config_; }
   const std::vector<std::string>& environment() const override { return environ_; }
   TimePoint Now() const override { return services_.clock->Now(); }
-  discovery::HostDirectory& hosts() override { return hosts_; }
-  discovery::HostSource* host_source() override { return services_.hosts; }
+  discovery::HostDirectory& host_directory() override { return hosts_; }
+  discovery::HostSource* host_source() override { return services_.host_source; }
   RemoteStarter* remote() override { return services_.remote; }
   FileLimit* file_limit() override { return services_.file_limit; }
   bool StartRank(const RankRequest& request, int* id, std::string* err) override;
@@ -97,7 +97,9 @@ class Runtime : public JobContext {
     RunBlocking([command] { launcher::FenceHere(command); }, [] {});
   }
   void CheckDone() override;
-  boost::asio::io_context& io() override { return io_; }
+  std::unique_ptr<rendezvous::Notifier> MakeNotifier() override {
+    return std::make_unique<rendezvous::Notifier>(&io_);
+  }
 
  private:
   JobResult RunJob();

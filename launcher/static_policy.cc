@@ -65,7 +65,7 @@ bool StaticPolicy::Prepare(JobResult* result) {
   const JobConfig& config = context_->config();
   if (config.max_np) spdlog::warn("--max-np has no effect in a static job (it caps elastic jobs)");
   std::string err;
-  if (!PlanStaticJob(config, &context_->hosts(), &plan_, &err)) {
+  if (!PlanStaticJob(config, &context_->host_directory(), &plan_, &err)) {
     *result = {kExitUsage, err};
     return false;
   }

@@ -248,7 +248,8 @@ discovery::HostGrant PoolClient::Apply(int status, const std::string& reply) {
     discovery::HostGrant grant;
     std::string why = bad.empty() ? "answered " + std::to_string(status) + ": " + ErrorText(reply)
                                   : "sent a bad grant: " + bad;
-    grant.failure = "the host discovery script failed (pool '" + options_.pool + "' " + why + ")";
+    grant.failure = "pool '" + options_.pool + "' " + why;
+    grant.fix = "see `etrun pool status " + options_.pool + "` and the pool's log";
     return grant;
   }
   return Adopt(from_pool);

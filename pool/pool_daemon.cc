@@ -18,7 +18,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
-#include "discovery/discovery_output.h"
 #include "discovery/network.h"
 #include "events/event_log.h"
 #include "events/schema.h"
@@ -91,7 +90,7 @@ class Devices {
 
 class Daemon {
  public:
-  Daemon(const DaemonOptions& options, discovery::ScriptRunner* discovery)
+  Daemon(const DaemonOptions& options, discovery::HostSource* discovery)
       : options_(options),
         state_(options.name, options.ranks_per_gpu, options.min_hold,
                [this](const char* event, json fields) { OnEvent(event, std::move(fields)); }),
@@ -239,18 +238,13 @@ class Daemon {
   }
 
   void Poll() {
-    discovery_->Run([this](discovery::ScriptResult result) {
-      asio::post(io_, [this, result = std::move(result)] {
-        std::vector<discovery::HostSlots> hosts;
-        std::vector<std::string> warnings;
-        std::string err;
-        if (!result.ok) {
-          spdlog::warn("pool discovery script failed ({}): keeping the hosts", result.failure);
-        } else if (!discovery::ParseDiscoveryOutput(result.output, 1, &hosts, &warnings, &err)) {
-          spdlog::warn("pool discovery script printed a bad {}: keeping the hosts", err);
+    discovery_->Poll([this](discovery::HostGrant grant) {
+      asio::post(io_, [this, grant = std::move(grant)] {
+        if (!grant.ok) {
+          spdlog::warn("pool '{}': {}: keeping the hosts", options_.name, grant.failure);
         } else {
-          for (const std::string& w : warnings) spdlog::warn("pool discovery script {}", w);
-          SetHosts(hosts);
+          for (const std::string& w : grant.warnings) spdlog::warn("pool '{}': {}", options_.name, w);
+          SetHosts(grant.hosts);
           Restore();
         }
         if (stopping_) return;
@@ -403,7 +397,7 @@ class Daemon {
   asio::signal_set signals_;
   asio::steady_timer tick_;
   asio::steady_timer poll_;
-  discovery::ScriptRunner* discovery_;  // null without a discovery script
+  discovery::HostSource* discovery_;  // the discovery script's hosts; null without one
   std::unique_ptr<control::ControlServer> server_;
   std::string machine_;
   std::string book_path_;  // the pool's book, kept for its next start
@@ -414,7 +408,7 @@ class Daemon {
 
 }  // namespace
 
-int RunPoolDaemon(const DaemonOptions& options, discovery::ScriptRunner* discovery) {
+int RunPoolDaemon(const DaemonOptions& options, discovery::HostSource* discovery) {
   Daemon daemon(options, discovery);
   return daemon.Run();
 }

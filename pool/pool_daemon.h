@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "discovery/host_slots.h"
-#include "discovery/script_runner.h"
+#include "discovery/host_source.h"
 
 namespace etrun::pool {
 
@@ -51,9 +51,11 @@ struct DaemonOptions {
 };
 
 // Runs the pool until stopped. Returns the exit code: 0 stopped, 1 failed to start (one error
-// line logged), 2 bad options. `discovery` runs options.discovery_script (required when it is
-// set; the caller builds the real one) and must outlive the call.
-int RunPoolDaemon(const DaemonOptions& options, discovery::ScriptRunner* discovery);
+// line logged), 2 bad options. `hosts` is polled for the pool's hosts when
+// options.discovery_script is set (required then: the caller builds a ScriptHostSource over the
+// script; each grant's slot counts are used, its facts are the pool's own) and must outlive the
+// call.
+int RunPoolDaemon(const DaemonOptions& options, discovery::HostSource* hosts);
 
 }  // namespace etrun::pool
 

@@ -105,8 +105,7 @@ Book PoolState::Holdings() const {
   Book book;
   book.pool = name_;
   for (const auto& [id, job] : jobs_) {
-    book.jobs.push_back({id, job.version, job.priority, job.min_np, job.max_np, job.arrival,
-                         job.pid, job.local, job.held, job.releasing});
+    book.jobs.push_back(static_cast<const BookJob&>(job));
   }
   return book;
 }
@@ -118,16 +117,7 @@ void PoolState::Restore(const Book& book, PoolTime now) {
       continue;
     }
     Job job;
-    job.id = entry.id;
-    job.priority = entry.priority;
-    job.min_np = entry.min_np;
-    job.max_np = entry.max_np;
-    job.arrival = entry.arrival;
-    job.pid = entry.pid;
-    job.local = entry.local;
-    job.held = entry.held;
-    job.version = entry.version;
-    job.releasing = entry.releasing;
+    static_cast<BookJob&>(job) = entry;
     GiveBackMissing(&job);  // slots this pool does not have (now), as when hosts change
     job.restored = true;
     job.admitted = job.count() > 0;

@@ -101,20 +101,12 @@ class PoolState {
   bool Consistent(std::string* why) const;
 
  private:
-  struct Job {
-    std::string id;
-    int priority = kDefaultPriority;
-    int min_np = 1;
-    int max_np = 1;
-    int64_t arrival = 0;
-    int pid = 0;
-    bool local = true;
+  // A job: its entry of the book (id, Grant::version, terms, arrival, pid, holdings), stored
+  // once and written to the book as it is, and what the pool works out from it.
+  struct Job : BookJob {
     bool admitted = false;
     bool restored = false;  // a placeholder from Restore, not joined again yet
     int target = 0;
-    HostLists held;
-    std::vector<Releasing> releasing;
-    int64_t version = 0;  // Grant::version
     PoolTime last_grow{};
     PoolTime last_heard{};
     int count() const;

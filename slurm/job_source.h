@@ -37,7 +37,7 @@ class JobHostSource : public discovery::HostSource {
   void Stop() override { runner_->Stop(); }
   discovery::HostSourceTraits traits() const override {
     discovery::HostSourceTraits t;
-    t.leases = true;
+    t.forget_departed = true;
     return t;
   }
 

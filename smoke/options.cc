@@ -173,8 +173,8 @@ std::string Usage(bool nccl_built) {
       "  -n, --iters N            timed allreduces per size (default 20)\n"
       "  -w, --warmup_iters N     untimed allreduces per size before those (default 5)\n"
       "      --backend tcp|nccl   tcp: ring over TCP sockets between CPUs; nccl: NCCL, one GPU\n"
-      "                           per local rank (default: nccl if built with it and rank 0\n"
-      "                           sees a GPU, else tcp)\n"
+      "                           per local rank (default: nccl if built with it, rank 0\n"
+      "                           sees a GPU and no two ranks share one, else tcp)\n"
       "      --timeout SECONDS    give up waiting for a peer after this long (default 30)\n"
       "  -h, --help               this text\n"
       "\n";

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "smoke/backend.h"
+#include "smoke/backend_choice.h"
 #include "smoke/kv_client.h"
 #include "smoke/options.h"
 #include "smoke/report.h"
@@ -31,20 +32,52 @@ int Fail(int code, const std::string& what) {
   return code;
 }
 
-// Where ranks agree on the backend when none was named: rank 0 picks (nccl if built and it sees
-// a GPU) and publishes its choice, so that a mixed cluster cannot split into two backends.
+// The GPU this rank's NCCL backend would use (backend_choice.h); "" in a build without NCCL or
+// when it sees no device.
+std::string OwnGpu(const World& world) {
+#if defined(ETRUN_SMOKE_HAVE_NCCL) && ETRUN_SMOKE_HAVE_NCCL
+  int devices = 0;
+  std::string ignored;
+  if (!CudaDeviceCount(&devices, &ignored)) return "";
+  std::string host = world.hostname;
+  if (host.empty()) {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  return GpuKey(host, visible == nullptr ? "" : visible, devices, world.local_rank);
+#else
+  (void)world;
+  return "";
+#endif
+}
+
+// Where ranks agree on the backend: every rank names its GPU ("gpu_<rank>"), rank 0 decides for
+// all (ChooseBackend: nccl if built, it sees a GPU and no two ranks share one, else tcp; a named
+// nccl that ranks would share a GPU with is refused) and publishes its choice, so that a mixed
+// cluster cannot split into two backends. A refusal is "none": rank 0 says why, the others
+// leave without a word. Without NCCL in the build there is nothing to agree on.
 bool AgreeOnBackend(const World& world, KvClient* kv, std::chrono::milliseconds timeout,
                     std::string* backend, std::string* err) {
-  if (world.rank == 0) {
-    *backend = "tcp";
-#if defined(ETRUN_SMOKE_HAVE_NCCL) && ETRUN_SMOKE_HAVE_NCCL
-    int devices = 0;
-    std::string ignored;
-    if (CudaDeviceCount(&devices, &ignored)) *backend = "nccl";
-#endif
-    return kv->Put("backend", *backend, err);
+  if (!kNcclBuilt || *backend == "tcp") return true;
+  if (!kv->Put("gpu_" + std::to_string(world.rank), OwnGpu(world), err)) return false;
+  if (world.rank != 0) return kv->WaitFor("backend", timeout, backend, err);
+  std::vector<std::string> gpus(world.size);
+  std::string ignored;
+  for (int r = 0; r < world.size; ++r) {
+    if (!kv->WaitFor("gpu_" + std::to_string(r), timeout, &gpus[r], err)) return false;
+    kv->Delete("gpu_" + std::to_string(r), &ignored);  // read by rank 0 only
   }
-  return kv->WaitFor("backend", timeout, backend, err);
+  BackendChoice choice = ChooseBackend(*backend, gpus, err);  // *err: why it is refused
+  if (!choice.note.empty()) std::fprintf(stderr, "etrun-smoke: %s\n", choice.note.c_str());
+  *backend = choice.backend.empty() ? "none" : choice.backend;
+  std::string put_err;
+  if (!kv->Put("backend", *backend, &put_err) && !choice.backend.empty()) {
+    *err = put_err;
+    return false;
+  }
+  return true;
 }
 
 std::unique_ptr<Backend> ConnectBackend(const std::string& name, const World& world, KvClient* kv,
@@ -152,10 +185,11 @@ int Run(const std::vector<std::string>& args) {
   const auto timeout = std::chrono::milliseconds(static_cast<long long>(options.timeout_s * 1000));
   KvClient kv(world.store_address, world.store_port, timeout);
 
-  std::string backend_name = options.backend;
-  if (backend_name.empty() && !AgreeOnBackend(world, &kv, timeout, &backend_name, &err)) {
+  std::string backend_name = options.backend.empty() && !kNcclBuilt ? "tcp" : options.backend;
+  if (!AgreeOnBackend(world, &kv, timeout, &backend_name, &err)) {
     return Fail(kExitFailure, who + err);
   }
+  if (backend_name == "none") return world.rank == 0 ? Fail(kExitUsage, err) : kExitUsage;
   std::unique_ptr<Backend> backend = ConnectBackend(backend_name, world, &kv, timeout, &err);
   if (backend == nullptr) return Fail(kExitFailure, who + err);
 

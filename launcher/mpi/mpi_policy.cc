@@ -114,50 +114,83 @@ bool MpiPolicy::Prepare(JobResult* result) {
   MpiJob job;
   job.hosts = config.hosts.empty() ? discovery::FormatHosts(hosts) : config.hosts;
   job.num_hosts = static_cast<int>(hosts.size());
-  // As horovodrun: a job on this machine only uses the interfaces carrying 127.0.0.1 (or the
-  // ones named); with remote hosts, only named ones (horovodrun would probe every host with
-  // Horovod's task service; without names etrun lets Open MPI choose).
+  job.env = MpirunEnv(context_->environment(), config.tunables);
+  if (!ChooseNetwork(hosts, &job, result) || !FindOpenMpi(&job, result)) return false;
+  if (!BuildMpirunArgv(config, job, &argv_, &err)) {
+    *result = {kExitUsage, err};
+    return false;
+  }
+  env_ = std::move(job.env);
+  np_ = config.num_proc.value_or(1);
+  // etrun writes --output-filename's files itself, whole lines (see mpi_policy.h).
+  auto out = std::find(argv_.begin(), argv_.end(), "--output-filename");
+  if (out != argv_.end() && out + 1 != argv_.end()) {
+    output_dir_ = *(out + 1);
+    argv_.erase(out, out + 2);
+  }
+  return true;
+}
+
+// As horovodrun: a job on this machine only uses the interfaces carrying 127.0.0.1 (or the ones
+// named); with remote hosts, only named ones (horovodrun would probe every host with Horovod's
+// task service; without names etrun lets Open MPI choose).
+bool MpiPolicy::ChooseNetwork(const std::vector<discovery::HostSlots>& hosts, MpiJob* job,
+                              JobResult* result) {
+  const JobConfig& config = context_->config();
   std::vector<std::string> names;
   for (const discovery::HostSlots& h : hosts) names.push_back(h.name);
-  discovery::HostDirectory& directory = context_->hosts();
+  discovery::HostDirectory& directory = context_->host_directory();
   directory.Resolve(names);
   bool all_local = std::all_of(names.begin(), names.end(), [&directory](const std::string& h) {
     return directory.Lookup(h).local;
   });
-  if (all_local) {
-    discovery::ListenChoice listen;
-    if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/true, {},
-                                        !config.remote_shell.empty(), directory.interfaces(),
-                                        &listen, &err)) {
-      *result = {kExitUsage, err};
-      return false;
-    }
-    job.nics = listen.nics;
-    // mpirun would print a box and exit 134; say it as the other modes do, before it starts.
-    // Not with --mpi-args, which may move the ranks (-wdir) or give them another PATH (-x).
-    std::string cause = config.mpi_args.empty() ? CommandCannotRun(config.command, context_->environment()) : "";
-    if (!cause.empty()) {
-      *result = {kExitCommandNotFound, cause};
-      return false;
-    }
-    // mpirun holds each rank's pipes here as etrun does in a static job: an -np that no
-    // open-file limit allows is refused as there, before mpirun tries (it would spin, flooding
-    // its log, until stopped).
-    int np = config.num_proc.value_or(1);
-    FileLimit* limit = context_->file_limit();
-    if (limit != nullptr &&
-        !limit->Ensure(static_cast<rlim_t>(np) * 3 + 64, fmt::format("{} ranks", np), &err)) {
-      *result = {kExitUsage, err};
-      return false;
-    }
-  } else {
-    job.nics = config.network_interfaces;
+  if (!all_local) {
+    job->nics = config.network_interfaces;
+    return true;
   }
-  job.env = MpirunEnv(context_->environment(), config.tunables);
-  if (!CrossMemoryAttachWorks() && AddOpenMpiEnv(kNoSingleCopy, &job.env)) {
+  discovery::ListenChoice listen;
+  std::string err;
+  if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/true, {},
+                                      !config.remote_shell.empty(), directory.interfaces(),
+                                      &listen, &err)) {
+    *result = {kExitUsage, err};
+    return false;
+  }
+  job->nics = listen.nics;
+  return CheckHere(result);
+}
+
+// A job on this machine only: what mpirun would fail on later, said now as the other modes say it.
+bool MpiPolicy::CheckHere(JobResult* result) {
+  const JobConfig& config = context_->config();
+  // mpirun would print a box and exit 134; say it as the other modes do, before it starts.
+  // Not with --mpi-args, which may move the ranks (-wdir) or give them another PATH (-x).
+  std::string cause = config.mpi_args.empty() ? CommandCannotRun(config.command, context_->environment()) : "";
+  if (!cause.empty()) {
+    *result = {kExitCommandNotFound, cause};
+    return false;
+  }
+  // mpirun holds each rank's pipes here as etrun does in a static job: an -np that no open-file
+  // limit allows is refused as there, before mpirun tries (it would spin, flooding its log,
+  // until stopped).
+  int np = config.num_proc.value_or(1);
+  FileLimit* limit = context_->file_limit();
+  std::string err;
+  if (limit != nullptr &&
+      !limit->Ensure(static_cast<rlim_t>(np) * 3 + 64, fmt::format("{} ranks", np), &err)) {
+    *result = {kExitUsage, err};
+    return false;
+  }
+  return true;
+}
+
+// mpirun on job->env's PATH, Open MPI's; with the single-copy setting where the kernel blocks it.
+bool MpiPolicy::FindOpenMpi(MpiJob* job, JobResult* result) {
+  if (!CrossMemoryAttachWorks() && AddOpenMpiEnv(kNoSingleCopy, &job->env)) {
     spdlog::debug("process_vm_readv is blocked here: {}", kNoSingleCopy);
   }
-  if (!FindMpirun(job.env, &mpi_, &err)) {
+  std::string err;
+  if (!FindMpirun(job->env, &mpi_, &err)) {
     if (mpi_.path.empty()) {
       *result = {kExitCommandNotFound,
                  "--mpi: " + err + ": install Open MPI (Debian: apt-get install openmpi-bin) or "
@@ -174,18 +207,6 @@ bool MpiPolicy::Prepare(JobResult* result) {
                            mpi_.path, mpi_.flavor.empty() ? "not Open MPI" : mpi_.flavor,
                            mpi_.version)};
     return false;
-  }
-  if (!BuildMpirunArgv(config, job, &argv_, &err)) {
-    *result = {kExitUsage, err};
-    return false;
-  }
-  env_ = std::move(job.env);
-  np_ = config.num_proc.value_or(1);
-  // etrun writes --output-filename's files itself, whole lines (see mpi_policy.h).
-  auto out = std::find(argv_.begin(), argv_.end(), "--output-filename");
-  if (out != argv_.end() && out + 1 != argv_.end()) {
-    output_dir_ = *(out + 1);
-    argv_.erase(out, out + 2);
   }
   return true;
 }

@@ -12,6 +12,7 @@
 
 #include "launcher/job_config.h"
 #include "launcher/job_policy.h"
+#include "launcher/mpi/mpi_command.h"
 #include "launcher/mpi/mpirun_report.h"
 
 namespace etrun::launcher {
@@ -58,6 +59,10 @@ class MpiPolicy : public JobPolicy {
   JobResult Result() const override;
 
  private:
+  // Prepare's steps; each returns false with *result set.
+  bool ChooseNetwork(const std::vector<discovery::HostSlots>& hosts, MpiJob* job, JobResult* result);
+  bool CheckHere(JobResult* result);
+  bool FindOpenMpi(MpiJob* job, JobResult* result);
   // Opens DIR/1/rank.<r>/{stdout,stderr} for every rank. Returns false and sets *err.
   bool OpenRankFiles(const std::string& dir, std::string* err);
   void OnLine(const std::string& tag, std::string_view line);

@@ -26,7 +26,7 @@ namespace etrun::launcher {
 
 // A launch failure of mpirun's, as etrun says it.
 struct LaunchFailure {
-  int code = 0;       // etrun's exit code for the cause: 127, 255 or 2 (see README)
+  int code = 0;       // etrun's exit code for the cause: 127, 255 or 2 (docs/exit-codes.md)
   std::string cause;  // one line, e.g. "cannot run 'nosuchcmd' on vm: command not found in PATH
                       // (mpirun): check the command and PATH there"
 };

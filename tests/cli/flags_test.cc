@@ -880,7 +880,7 @@ TEST_CASE("every long prefix that is unique in horovodrun still resolves to the 
         }
         if (expected.empty() && matching == 1) expected = FirstLongName(option);
         if (expected.empty()) continue;
-        // Deliberate losses (README): etrun's --discovery-* make --d, --di and --dis (once
+        // Deliberate losses (docs/usage.md): etrun's --discovery-* make --d, --di and --dis (once
         // --disable-cache, a no-op in etrun) ambiguous, and --elastic-mode makes --e ... --elastic-
         // (once --elastic-timeout) ambiguous; --disa and --elastic-t still work. --rendezvous-allow
         // makes --r and --re (once --reset-limit) ambiguous; --res still works. --job-name makes

@@ -66,18 +66,18 @@ TEST_CASE("without a cooldown range a blacklisted host is gone for good") {
 }
 
 TEST_CASE("a leasing source's host that leaves and comes back is a new lease, not blacklisted") {
-  for (bool leases : {false, true}) {
-    CAPTURE(leases);
+  for (bool forget : {false, true}) {
+    CAPTURE(forget);
     HostManager m(std::nullopt, [] { return 0.0; });
-    m.set_forget_departed(leases);
+    m.set_forget_departed(forget);
     m.Update({{"a", 1}, {"b", 1}}, T(0));
     m.Blacklist("b", T(1));
     m.Update({{"a", 1}, {"b", 1}}, T(2));  // still listed: blacklisted either way
     CHECK(m.IsBlacklisted("b"));
     m.Update({{"a", 1}}, T(3));             // its allocation ended
     CHECK(m.Update({{"a", 1}, {"b", 1}}, T(4)) == kAdded);
-    CHECK(m.IsBlacklisted("b") == !leases);
-    CHECK(Names(m.Available()) == (leases ? std::vector<std::string>{"a", "b"} : std::vector<std::string>{"a"}));
+    CHECK(m.IsBlacklisted("b") == !forget);
+    CHECK(Names(m.Available()) == (forget ? std::vector<std::string>{"a", "b"} : std::vector<std::string>{"a"}));
   }
 }
 

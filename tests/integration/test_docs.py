@@ -122,6 +122,27 @@ def test_nothing_points_outside_the_repository():
     assert outside == []
 
 
+def cpp_sources():
+    """Every tracked C++ source and header (*.h, *.cc)."""
+    out = subprocess.run(["git", "ls-files", "*.h", "*.cc"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.split()
+    return sorted(os.path.join(ROOT, p) for p in out)
+
+
+def test_cpp_comments_cite_the_docs_pages_not_the_readme():
+    # The README's reference sections moved to docs/ (exit codes, events, usage): a comment that
+    # still says "see README" points at a section that is not there. Paths it names must exist.
+    stale, missing = [], []
+    for path in cpp_sources():
+        for n, line in enumerate(read(path).splitlines(), 1):
+            if "README" in line:
+                stale.append(f"{rel(path)}:{n}: {line.strip()}")
+            for name in re.findall(r"(?<![\w./~$-])(docs/[\w.-]+\.md)", line):
+                if not os.path.exists(os.path.join(ROOT, name)):
+                    missing.append(f"{rel(path)}:{n}: {name}")
+    assert stale == [] and missing == []
+
+
 def test_the_readme_is_short_and_starts_with_the_two_commands():
     text = read(os.path.join(ROOT, "README.md"))
     assert len(text.splitlines()) <= README_MAX_LINES

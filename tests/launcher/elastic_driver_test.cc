@@ -550,6 +550,25 @@ TEST_CASE("events: in restart mode a world is ready once its ranks run, and a re
       "world_ready 2 size=1"});
 }
 
+TEST_CASE("a failing first grant of any source ends the job in that source's words, with its fix") {
+  // Not every source is a script: a pool's or Slurm's failure must not say "fix the script".
+  Job pool;
+  etrun::discovery::HostGrant refused;
+  refused.failure = "pool 'p' answered 500: book inconsistent";
+  refused.fix = "see `etrun pool status p` and the pool's log";
+  pool.driver.OnDiscovery(refused, pool.now);
+  REQUIRE(pool.driver.finished());
+  CHECK(pool.driver.summary() ==
+        "pool 'p' answered 500: book inconsistent: see `etrun pool status p` and the pool's log");
+
+  Job slurm;
+  etrun::discovery::HostGrant gone;
+  gone.failure = "Slurm job 12 is gone: its allocation has no nodes to run on";
+  slurm.driver.OnDiscovery(gone, slurm.now);
+  REQUIRE(slurm.driver.finished());
+  CHECK(slurm.driver.summary() == "Slurm job 12 is gone: its allocation has no nodes to run on");
+}
+
 TEST_CASE("events: a failed discovery run is reported and the hosts are kept") {
   etrun::events::EventLog events;
   events.Capture();

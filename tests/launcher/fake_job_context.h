@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
 #include <doctest/doctest.h>
 
 #include "discovery/host_slots.h"
@@ -142,7 +143,7 @@ class FakeJobContext : public JobContext {
   const JobConfig& config() const override { return job; }
   const std::vector<std::string>& environment() const override { return env; }
   TimePoint Now() const override { return now; }
-  discovery::HostDirectory& hosts() override { return hosts_; }
+  discovery::HostDirectory& host_directory() override { return hosts_; }
   discovery::HostSource* host_source() override { return source; }
   RemoteStarter* remote() override { return remote_starter; }
   FileLimit* file_limit() override { return nullptr; }
@@ -238,7 +239,9 @@ class FakeJobContext : public JobContext {
   }
   void FenceHere(const std::string& command) override { fenced_here.push_back(command); }
   void CheckDone() override { ++check_done; }
-  boost::asio::io_context& io() override { return io_; }
+  std::unique_ptr<rendezvous::Notifier> MakeNotifier() override {
+    return std::make_unique<rendezvous::Notifier>(&io_);
+  }
 
  private:
   struct Pending {
