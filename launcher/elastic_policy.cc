@@ -158,16 +158,34 @@ bool ElasticPolicy::Prepare(JobResult* result) {
   driver_ = std::make_unique<ElasticDriver>(options_, host_manager_.get(), workers, notifier,
                                             &store_, context_->Now());
   driver_->set_events(&context_->events());
-  handler_ = std::make_unique<rendezvous::RendezvousHandler>(&store_, driver_.get());
-  store_.set_on_scope_done([this](std::string_view scope) {
-    if (scope == "global") driver_->OnWorldReady(context_->Now());
+  // The handler and the store's callbacks run on the store's threads: what the driver owns is
+  // reached on the driver's loop only (launcher/rendezvous_service.h), while the policy lives.
+  std::weak_ptr<bool> alive = alive_;
+  JobContext* context = context_;
+  auto on_loop = [alive, context](std::function<void()> fn) {
+    context->Post([alive, fn = std::move(fn)] {
+      if (alive.lock()) fn();
+    });
+  };
+  posted_hooks_ = std::make_unique<rendezvous::PostedHooks>(driver_.get(), on_loop);
+  handler_ = std::make_unique<rendezvous::RendezvousHandler>(
+      &store_, posted_hooks_.get(), context_->rendezvous_deadlines(), rendezvous::kGetHoldBound);
+  store_.set_on_scope_done([this, on_loop](std::string_view scope) {
+    if (scope != "global") return;
+    // Called with the store's lock held: its generation is the round this scope belonged to. A
+    // new round's Init since then makes it stale.
+    uint64_t generation = store_.generation();
+    on_loop([this, generation] {
+      if (store_.generation() == generation) driver_->OnWorldReady(context_->Now());
+    });
   });
   // A worker's first rendezvous request: PUT /global/rank_<r> (spec §4.6).
-  store_.set_on_put([this](std::string_view scope, std::string_view key) {
+  store_.set_on_put([this, on_loop](std::string_view scope, std::string_view key) {
     int rank = -1;
     if (scope != "global" || !key.starts_with("rank_")) return;
     auto [end, ec] = std::from_chars(key.data() + 5, key.data() + key.size(), rank);
-    if (ec == std::errc() && end == key.data() + key.size()) driver_->OnWorkerArrived(rank, context_->Now());
+    if (ec != std::errc() || end != key.data() + key.size()) return;
+    on_loop([this, rank] { driver_->OnWorkerArrived(rank, context_->Now()); });
   });
   return true;
 }

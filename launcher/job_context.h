@@ -28,6 +28,7 @@
 #include "launcher/rank_set.h"
 #include "launcher/remote_starter.h"
 #include "launcher/spawner.h"
+#include "rendezvous/deadlines.h"
 
 namespace etrun::launcher {
 
@@ -95,6 +96,9 @@ class JobContext {
   virtual void CheckDone() = 0;
   // The loop itself, for parts that do their own I/O on it (the notifier's connections).
   virtual boost::asio::io_context& io() = 0;
+  // Deadlines on the rendezvous store's threads, for a handler that holds GETs of missing keys
+  // (rendezvous/kv_handler.h); null: answer them at once.
+  virtual rendezvous::Deadlines* rendezvous_deadlines() { return nullptr; }
 };
 
 }  // namespace etrun::launcher

@@ -134,17 +134,20 @@ struct ElasticJob {
     policy.Begin(4242);
     context.RunPosted();  // the first grant reaches the loop
   }
-  // A worker's requests, as Horovod makes them.
+  // A worker's requests, as Horovod makes them. The handler runs on the store's threads and
+  // posts what the driver owns to the loop; the loop then runs it.
   std::shared_ptr<std::string> RankAndSize(const std::string& slot) {
     auto body = std::make_shared<std::string>();  // empty while held
     policy.rendezvous_handler()->Handle({"GET", "/rank_and_size/" + slot, "", ""},
                                         [body](rendezvous::HttpResponse r) { *body = r.body; });
+    context.RunPosted();
     return body;
   }
   int Request(const std::string& method, const std::string& target) {
     int status = 0;
     policy.rendezvous_handler()->Handle(
         {method, target, "", ""}, [&status](rendezvous::HttpResponse r) { status = r.status; });
+    context.RunPosted();
     return status;
   }
   // `etrun scale`: the status and error of POST /overrides, once answered.
