@@ -118,13 +118,16 @@ class ServerStack {
   }
   bool Listen(int port, std::string* err) { return server_.Listen("127.0.0.1", port, err); }
   int port() const { return server_.port(); }
-  void Start(int threads) { threads_.Start(rendezvous::ServiceThreadCount(threads)); }
+  void Start(int threads) {
+    thread_count_ = rendezvous::ServiceThreadCount(threads);
+    threads_.Start(thread_count_);
+  }
   // Joins the threads; then the server's CPU time is known.
   void Stop() {
     threads_.Stop();
     server_.Stop();
   }
-  int thread_count() const { return threads_.thread_count(); }
+  int thread_count() const { return thread_count_; }
   double cpu_seconds() const { return threads_.cpu_seconds(); }
   rendezvous::KvStore& store() { return store_; }
 
@@ -134,6 +137,7 @@ class ServerStack {
   rendezvous::KvStore store_;
   rendezvous::KvHandler handler_;
   rendezvous::HttpServer server_;
+  int thread_count_ = 0;
 };
 
 // What all simulated workers share. Read-only during the run except the atomics and `error`.
