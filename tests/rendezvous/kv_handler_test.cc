@@ -50,6 +50,13 @@ HttpRequest Request(std::string method, std::string target, std::string body = "
   return {std::move(method), std::move(target), std::move(body), ""};
 }
 
+// A store whose GETs of missing keys are held up to 1 s, the deadlines fired by hand.
+struct HeldStore {
+  KvStore store;
+  FakeDeadlines deadlines;
+  KvHandler handler{&store, &deadlines, std::chrono::milliseconds(1000)};
+};
+
 }  // namespace
 
 TEST_CASE("a value is answered from the store's own buffer, not a copy") {
@@ -75,9 +82,8 @@ TEST_CASE("without deadlines a missing key is an immediate 404") {
 
 TEST_CASE("a held GET is answered by the PUT that sets its key") {
   // Given a GET of a missing key, nothing is answered until a PUT, then 200 with its value once.
-  KvStore store;
-  FakeDeadlines deadlines;
-  KvHandler handler(&store, &deadlines, std::chrono::milliseconds(1000));
+  HeldStore held;
+  auto& [store, deadlines, handler] = held;
   Answer get, put;
   handler.Handle(Request("GET", "/global/3"), get.Respond());
   CHECK_FALSE(get.response);
@@ -92,9 +98,8 @@ TEST_CASE("a held GET is answered by the PUT that sets its key") {
 }
 
 TEST_CASE("a held GET whose key stays missing gets the usual 404 at the bound") {
-  KvStore store;
-  FakeDeadlines deadlines;
-  KvHandler handler(&store, &deadlines, std::chrono::milliseconds(1000));
+  HeldStore held;
+  auto& [store, deadlines, handler] = held;
   Answer get;
   handler.Handle(Request("GET", "/global/3"), get.Respond());
   deadlines.FireAll();
@@ -107,9 +112,8 @@ TEST_CASE("a held GET whose key stays missing gets the usual 404 at the bound") 
 }
 
 TEST_CASE("a present key is answered at once, held or not") {
-  KvStore store;
-  FakeDeadlines deadlines;
-  KvHandler handler(&store, &deadlines, std::chrono::milliseconds(1000));
+  HeldStore held;
+  auto& [store, deadlines, handler] = held;
   store.Put("global", "1", "x");
   Answer get;
   handler.Handle(Request("GET", "/global/1"), get.Respond());
@@ -120,9 +124,8 @@ TEST_CASE("a present key is answered at once, held or not") {
 
 TEST_CASE("Gloo's rank_<n> hostname keys are never held: their 404 is an answer") {
   // connectFullMesh reads rank_<i> once with get() and counts a 404 as another host.
-  KvStore store;
-  FakeDeadlines deadlines;
-  KvHandler handler(&store, &deadlines, std::chrono::milliseconds(1000));
+  HeldStore held;
+  auto& [store, deadlines, handler] = held;
   Answer get;
   handler.Handle(Request("GET", "/global/rank_0"), get.Respond());
   REQUIRE(get.response);
@@ -138,10 +141,9 @@ TEST_CASE("Gloo's rank_<n> hostname keys are never held: their 404 is an answer"
 TEST_CASE("a planned scope finished and cleared leaves held GETs waiting for a new value") {
   // Given the scope "scope finished" rule (every member DELETEd), a held GET of one of its keys
   // is not answered with a stale value: it waits, and gets 404 at the bound, as a poll would.
-  KvStore store;
+  HeldStore held;
+  auto& [store, deadlines, handler] = held;
   store.Init({{"a", 0, 1, 0, 1, 0, 1}});
-  FakeDeadlines deadlines;
-  KvHandler handler(&store, &deadlines, std::chrono::milliseconds(1000));
   Answer get, del;
   handler.Handle(Request("GET", "/global/5"), get.Respond());
   handler.Handle(Request("DELETE", "/global/0"), del.Respond());
