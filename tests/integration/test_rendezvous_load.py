@@ -63,8 +63,11 @@ def test_a_256_worker_rendezvous_storm_does_not_delay_the_jobs_output(tmp_path):
                 port.append(int(line.split()[-1]))
                 port_line.set()
 
-    reader = threading.Thread(target=read)
-    reader.start()
+    errors = []
+    readers = [threading.Thread(target=read),
+               threading.Thread(target=lambda: errors.append(proc.stderr.read()))]
+    for reader in readers:
+        reader.start()
     try:
         assert port_line.wait(60), "rank 0 printed no port"
         load = subprocess.run([bench, "scope", "256", "--connect", str(port[0]),
@@ -77,10 +80,11 @@ def test_a_256_worker_rendezvous_storm_does_not_delay_the_jobs_output(tmp_path):
     finally:
         stop.touch()
         try:
-            _, err = proc.communicate(timeout=60)
+            proc.wait(timeout=60)
         finally:
-            reader.join(timeout=60)
-    err = err.decode()
+            for reader in readers:
+                reader.join(timeout=60)
+    err = errors[0].decode()
     assert proc.returncode == 0, err
     assert "lost" not in err, err
     # Every line whole (none glued to another), each rank's numbered without a gap, and each
