@@ -21,6 +21,8 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+namespace {
+
 // The status line and headers of a response: what Beast writes for the same response, so the
 // bytes are unchanged ("Connection: close" first when closing, then Content-Length, always).
 std::string ResponseHeader(int status, bool keep_alive, size_t length) {
@@ -31,6 +33,8 @@ std::string ResponseHeader(int status, bool keep_alive, size_t length) {
   header += "Content-Length: " + std::to_string(length) + "\r\n\r\n";
   return header;
 }
+
+}  // namespace
 
 class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
