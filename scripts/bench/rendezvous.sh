@@ -105,7 +105,7 @@ echo "== global scope rendezvous, N simulated Horovod workers, new connection pe
 for n in 64 256 1024; do
   for late in 0 5000; do
     for threads in 1 "$cores"; do
-      args=(scope "$n" --deadline-s 300 --server-threads "$threads" --straggler-ms "$late")
+      args=(scope "$n" --deadline-s 900 --server-threads "$threads" --straggler-ms "$late")
       [[ $n -lt 1024 ]] || args+=(--value-bytes 136)
       read -r load1 _ < /proc/loadavg
       if "$bench" "${args[@]}" > "$out/run.txt" 2> "$out/run.err"; then
