@@ -101,7 +101,8 @@ bool CheckLaunchValues(const FlagTable& t, const JobConfig& c, std::string* err)
       !CheckAtLeast(t, "--discovery-timeout", c.discovery_timeout_s, 0.1, err) ||
       !CheckAtLeast(t, "--recovery-grace", c.recovery_grace_s, 0.0, err) ||
       !CheckAtLeast(t, "--gpus-per-rank", c.gpus_per_rank, 1, err) ||
-      !CheckAtLeast(t, "--ranks-per-gpu", c.ranks_per_gpu, 1, err)) {
+      !CheckAtLeast(t, "--ranks-per-gpu", c.ranks_per_gpu, 1, err) ||
+      !CheckAtLeast(t, "--rendezvous-threads", c.rendezvous_threads, 1, err)) {
     return false;
   }
   if (!c.remote_shell.empty() && !launcher::CheckRemoteShell(c.remote_shell, err)) return false;

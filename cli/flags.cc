@@ -144,6 +144,10 @@ void FlagTable::AddGeneral(JobConfig* c) {
           "admitted; others get 403.")
       ->type_name("CIDR")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  Optional<int>("--rendezvous-threads", &c->rendezvous_threads,
+                "Threads that serve the rendezvous store, off the loop that supervises the ranks "
+                "(default: $ETRUN_RENDEZVOUS_THREADS, else one per core).")
+      ->type_name("N");
   Text("--output-filename", &c->output_filename,
        "Also writes each rank's raw stdout and stderr to DIR/rank.<rank>/<stdout|stderr>.")
       ->type_name("DIR");

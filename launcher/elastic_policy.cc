@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include <boost/asio/post.hpp>
@@ -188,22 +189,47 @@ void ElasticPolicy::BuildDriver() {
   driver_ = std::make_unique<ElasticDriver>(options_, host_manager_.get(), workers, notifier,
                                             &store_, context_->Now());
   driver_->set_events(&context_->events());
-  handler_ = std::make_unique<rendezvous::RendezvousHandler>(&store_, driver_.get());
+  // The handler and the store's callbacks run on the store's threads: what the driver owns is
+  // reached on the driver's loop only (launcher/rendezvous_service.h), while the policy lives.
+  std::weak_ptr<bool> alive = alive_;
+  JobContext* context = context_;
+  on_loop_ = [alive, context](std::function<void()> fn) {
+    context->Post([alive, fn = std::move(fn)] {
+      if (alive.lock()) fn();
+    });
+  };
+  posted_hooks_ = std::make_unique<rendezvous::PostedHooks>(driver_.get(), on_loop_);
+  handler_ = std::make_unique<rendezvous::RendezvousHandler>(
+      &store_, posted_hooks_.get(), context_->rendezvous_deadlines(), rendezvous::kGetHoldBound);
 }
 
-// What the driver hears from the store: the world ready, workers arriving, the Gloo mesh.
+// What the driver hears from the store: the world ready, workers arriving, the Gloo mesh. The
+// store calls these on its threads with its lock held: they only post to the driver's loop.
 void ElasticPolicy::WatchStore() {
   store_.set_on_scope_done([this](std::string_view scope) {
-    if (scope == "global") driver_->OnWorldReady(context_->Now());
+    if (scope != "global") return;
+    // Its generation is the round this scope belonged to. A new round's Init since then makes
+    // it stale.
+    uint64_t generation = store_.generation();
+    on_loop_([this, generation] {
+      if (store_.generation() == generation) driver_->OnWorldReady(context_->Now());
+    });
   });
-  // A worker's first rendezvous request: PUT /global/rank_<r> (spec §4.6).
-  // A Gloo pair address list (PUT /<scope>/<rank>): the mesh a fence cuts (rendezvous/gloo_mesh.h).
   store_.set_on_put([this](std::string_view scope, std::string_view key) {
-    if (std::optional<std::string_view> value = store_.Get(scope, key)) mesh_.Record(scope, key, *value);
+    // A Gloo pair address list (PUT /<scope>/<rank>): the mesh a fence cuts (rendezvous/gloo_mesh.h),
+    // read back on the loop, which owns mesh_.
+    if (!key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      on_loop_([this, scope = std::string(scope), key = std::string(key)] {
+        if (std::optional<std::string> value = store_.Get(scope, key)) mesh_.Record(scope, key, *value);
+      });
+      return;
+    }
+    // A worker's first rendezvous request: PUT /global/rank_<r> (spec §4.6).
     int rank = -1;
     if (scope != "global" || !key.starts_with("rank_")) return;
     auto [end, ec] = std::from_chars(key.data() + 5, key.data() + key.size(), rank);
-    if (ec == std::errc() && end == key.data() + key.size()) driver_->OnWorkerArrived(rank, context_->Now());
+    if (ec != std::errc() || end != key.data() + key.size()) return;
+    on_loop_([this, rank] { driver_->OnWorkerArrived(rank, context_->Now()); });
   });
 }
 

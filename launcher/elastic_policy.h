@@ -117,6 +117,8 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   std::unique_ptr<discovery::HostManager> host_manager_;
   std::unique_ptr<rendezvous::Notifier> notifier_;
   std::unique_ptr<ElasticDriver> driver_;
+  std::unique_ptr<rendezvous::PostedHooks> posted_hooks_;  // the driver, called on its loop
+  std::function<void(std::function<void()>)> on_loop_;   // posts to the driver's loop while alive
   std::unique_ptr<rendezvous::RendezvousHandler> handler_;
   std::unique_ptr<discovery::HostSource> fixed_hosts_;  // when the runtime has no source
   discovery::HostSource* source_ = nullptr;              // where the job's hosts come from

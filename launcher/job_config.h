@@ -112,6 +112,7 @@ struct JobConfig {
   std::string job_name;                        // --job-name (default: from the command)
   std::optional<int> gpus_per_rank;            // --gpus-per-rank N: CUDA_VISIBLE_DEVICES per rank
   std::optional<int> ranks_per_gpu;            // --ranks-per-gpu K: K ranks share one GPU
+  std::optional<int> rendezvous_threads;       // --rendezvous-threads N: the store's threads
 
   // The worker command, argv-style; never re-parsed by a shell.
   std::vector<std::string> command;

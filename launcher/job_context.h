@@ -27,6 +27,7 @@
 #include "launcher/remote_starter.h"
 #include "launcher/spawner.h"
 #include "rendezvous/notifier.h"
+#include "rendezvous/deadlines.h"
 
 namespace etrun::launcher {
 
@@ -94,6 +95,9 @@ class JobContext {
   virtual void CheckDone() = 0;
   // A notifier (rank 0's "hosts updated" messages) whose connections run on the job's loop.
   virtual std::unique_ptr<rendezvous::Notifier> MakeNotifier() = 0;
+  // Deadlines on the rendezvous store's threads, for a handler that holds GETs of missing keys
+  // (rendezvous/kv_handler.h); null: answer them at once.
+  virtual rendezvous::Deadlines* rendezvous_deadlines() { return nullptr; }
 };
 
 }  // namespace etrun::launcher

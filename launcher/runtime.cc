@@ -60,10 +60,12 @@ Runtime::Runtime(const JobConfig& config, std::vector<std::string> environment,
       hosts_(services_.interfaces.empty() ? discovery::LocalInterfaces() : services_.interfaces),
       policy_(std::move(policy)),
       started_(services_.clock->Now()) {
+  rendezvous_ = std::make_unique<RendezvousService>(RendezvousThreads(config_, environ_));
   policy_->set_context(this);
 }
 
 Runtime::~Runtime() {
+  rendezvous_->Stop();
   policy_.reset();
   if (blocking_) blocking_->join();
 }
@@ -137,7 +139,7 @@ JobResult Runtime::RunJob() {
   if (!StartServers(&result)) return result;
 
   signals_->async_wait([this](const boost::system::error_code& ec, int sig) { OnSignal(ec, sig); });
-  policy_->Begin(server_ ? server_->port() : 0);
+  policy_->Begin(rendezvous_->port());
   ranks_->Reap();  // exits that happened before the loop runs
   CheckDone();
   if (!done_) io_.run();
@@ -147,15 +149,12 @@ JobResult Runtime::RunJob() {
 bool Runtime::StartServers(JobResult* result) {
   std::string err;
   if (rendezvous::HttpHandler* handler = policy_->rendezvous_handler()) {
-    // Horovod's Gloo workers rendezvous through it, on the address they are told.
-    server_ = std::make_unique<rendezvous::HttpServer>(&io_, handler);
-    std::string address = policy_->listen_address();
-    if (!server_->Listen(address, 0, &err)) {
+    // Horovod's Gloo workers rendezvous through it, on the address they are told, served on
+    // the store's own threads.
+    if (!rendezvous_->Start(handler, policy_->listen_address(), &*access_, &err)) {
       *result = {kExitFailure, "rendezvous server: " + err};
       return false;
     }
-    server_->set_access(&*access_);
-    spdlog::debug("rendezvous server listening on {}:{}", address, server_->port());
   }
   control_ = std::make_unique<control::ControlServer>(
       &io_, [this](const rendezvous::HttpRequest& request, ControlRespond respond) {
@@ -297,7 +296,7 @@ void Runtime::CheckDone() {
   done_ = true;
   signals_->cancel();
   kill_timer_->cancel();
-  if (server_) server_->Stop();
+  rendezvous_->Stop();
   io_.stop();
 }
 

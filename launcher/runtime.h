@@ -36,6 +36,7 @@
 #include "launcher/output_sink.h"
 #include "launcher/rank_launcher.h"
 #include "launcher/rank_set.h"
+#include "launcher/rendezvous_service.h"
 #include "launcher/remote_starter.h"
 #include "launcher/spawner.h"
 #include "rendezvous/access_list.h"
@@ -100,6 +101,7 @@ class Runtime : public JobContext {
   std::unique_ptr<rendezvous::Notifier> MakeNotifier() override {
     return std::make_unique<rendezvous::Notifier>(&io_);
   }
+  rendezvous::Deadlines* rendezvous_deadlines() override { return rendezvous_->deadlines(); }
 
  private:
   JobResult RunJob();
@@ -128,7 +130,9 @@ class Runtime : public JobContext {
   std::unique_ptr<boost::asio::thread_pool> blocking_;
   std::unique_ptr<boost::asio::signal_set> signals_;
   std::unique_ptr<boost::asio::steady_timer> kill_timer_;
-  std::unique_ptr<rendezvous::HttpServer> server_;
+  // The rendezvous store's server and threads (launcher/rendezvous_service.h): stopped first in
+  // the destructor, before the policy whose store and handler its threads call.
+  std::unique_ptr<RendezvousService> rendezvous_;
   std::unique_ptr<control::ControlServer> control_;
   std::unique_ptr<JobPolicy> policy_;
   TimePoint started_;

@@ -92,6 +92,8 @@ bool StaticPolicy::Prepare(JobResult* result) {
     return false;
   }
   store_.Init(plan_.slots);
+  handler_ = std::make_unique<rendezvous::KvHandler>(&store_, context_->rendezvous_deadlines(),
+                                                     rendezvous::kGetHoldBound);
   return true;
 }
 

@@ -41,7 +41,7 @@ bool PlanStaticJob(const JobConfig& config, discovery::HostDirectory* hosts, Sta
 class StaticPolicy : public JobPolicy {
  public:
   bool Prepare(JobResult* result) override;
-  rendezvous::HttpHandler* rendezvous_handler() override { return &handler_; }
+  rendezvous::HttpHandler* rendezvous_handler() override { return handler_.get(); }
   std::string listen_address() const override { return plan_.listen_addr; }
   void Begin(int rendezvous_port) override;
   void OnRankFinished(const RankSet::Finished& finished) override;
@@ -56,7 +56,7 @@ class StaticPolicy : public JobPolicy {
 
   StaticPlan plan_;
   rendezvous::KvStore store_;
-  rendezvous::KvHandler handler_{&store_};
+  std::unique_ptr<rendezvous::KvHandler> handler_;  // from Prepare: GETs held on the store's threads
   bool begun_ = false;
   bool stopping_ = false;
   std::optional<RankSet::Finished> first_failure_;

@@ -57,11 +57,15 @@ AccessList::AccessList(const std::vector<std::string>& local_addresses, std::vec
 }
 
 void AccessList::Admit(const std::vector<uint32_t>& addresses) {
+  std::lock_guard<std::mutex> lock(mu_);
   addresses_.insert(addresses.begin(), addresses.end());
 }
 
 bool AccessList::Allows(uint32_t address) const {
-  if (addresses_.count(address) != 0) return true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (addresses_.count(address) != 0) return true;
+  }
   for (const Cidr& c : allowed_) {
     if (c.Contains(address)) return true;
   }

@@ -3,11 +3,13 @@
 // addresses of its interfaces), the job's hosts (every address their names resolve to, for every
 // host the job has used) and the networks given with --rendezvous-allow; others get 403.
 // Names are resolved by the caller (discovery::HostDirectory, off the event loop): the list
-// only holds addresses. Driver thread only.
+// only holds addresses. Thread-safe: the driver admits hosts while the store's threads ask.
+// Movable only before it is shared.
 #ifndef ETRUN_RENDEZVOUS_ACCESS_LIST_H_
 #define ETRUN_RENDEZVOUS_ACCESS_LIST_H_
 
 #include <cstdint>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,6 +30,8 @@ class AccessList {
  public:
   // This machine's own addresses (dotted quads) and the --rendezvous-allow networks.
   AccessList(const std::vector<std::string>& local_addresses, std::vector<Cidr> allowed);
+  AccessList(AccessList&& other) noexcept
+      : addresses_(std::move(other.addresses_)), allowed_(std::move(other.allowed_)) {}
 
   // Admits these IPv4 addresses (host byte order): a job host's, as its name resolves.
   void Admit(const std::vector<uint32_t>& addresses);
@@ -36,8 +40,9 @@ class AccessList {
   bool Allows(uint32_t address) const;
 
  private:
+  mutable std::mutex mu_;  // guards addresses_
   std::set<uint32_t> addresses_;
-  std::vector<Cidr> allowed_;
+  const std::vector<Cidr> allowed_;
 };
 
 }  // namespace etrun::rendezvous

@@ -26,6 +26,19 @@ bool ParseSlotKey(std::string_view key, std::string* host, int* local_rank) {
   return true;
 }
 
+void PostedHooks::RecordReady(const std::string& host, int local_rank,
+                              std::function<void(std::optional<SlotInfo>)> reply) {
+  post_([driver = driver_, host, local_rank, reply = std::move(reply)]() mutable {
+    driver->RecordReady(host, local_rank, std::move(reply));
+  });
+}
+
+void PostedHooks::RegisterWorker(WorkerRegistration registration, std::function<void(bool)> done) {
+  post_([driver = driver_, registration = std::move(registration), done = std::move(done)]() mutable {
+    driver->RegisterWorker(std::move(registration), std::move(done));
+  });
+}
+
 void RendezvousHandler::Handle(HttpRequest request, std::function<void(HttpResponse)> respond) {
   std::string_view scope, key;
   if (hooks_ == nullptr || !SplitScopeKey(request.target, &scope, &key) ||

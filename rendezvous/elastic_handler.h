@@ -10,7 +10,10 @@
 //                                            by anything that can execute code), handed to the
 //                                            driver; 200 once accepted, 500 if refused.
 // The driver side is the ElasticHooks interface, so the HTTP layer is tested with a fake driver.
-// Driver thread only.
+// Thread-safe as KvHandler, given hooks that may be called from any thread: the store's server
+// threads call the driver through PostedHooks, which runs each call on the driver's loop (the
+// driver owns the round, the barrier and the notifier; its replies reach the HTTP server from the
+// driver's thread, which is allowed).
 #ifndef ETRUN_RENDEZVOUS_ELASTIC_HANDLER_H_
 #define ETRUN_RENDEZVOUS_ELASTIC_HANDLER_H_
 
@@ -53,10 +56,29 @@ std::string FormatRankAndSize(const std::optional<SlotInfo>& slot);
 // Parses "<host>:<local_rank>" (the host may not be empty; local_rank is a non-negative int).
 bool ParseSlotKey(std::string_view key, std::string* host, int* local_rank);
 
+// ElasticHooks that hand every call to `post` (which must be thread-safe and run what it is given
+// on the thread `driver` belongs to, in order), so server threads never touch the driver.
+class PostedHooks : public ElasticHooks {
+ public:
+  PostedHooks(ElasticHooks* driver, std::function<void(std::function<void()>)> post)
+      : driver_(driver), post_(std::move(post)) {}
+  void RecordReady(const std::string& host, int local_rank,
+                   std::function<void(std::optional<SlotInfo>)> reply) override;
+  void RegisterWorker(WorkerRegistration registration, std::function<void(bool)> done) override;
+
+ private:
+  ElasticHooks* driver_;
+  std::function<void(std::function<void()>)> post_;
+};
+
 class RendezvousHandler : public HttpHandler {
  public:
   // `hooks` null: a static job, where the elastic paths are plain KV keys as in horovodrun.
   RendezvousHandler(KvStore* store, ElasticHooks* hooks) : store_(store), kv_(store), hooks_(hooks) {}
+  // The same, GETs of missing keys held as KvHandler's (deadlines, bound).
+  RendezvousHandler(KvStore* store, ElasticHooks* hooks, Deadlines* deadlines,
+                    std::chrono::milliseconds bound)
+      : store_(store), kv_(store, deadlines, bound), hooks_(hooks) {}
   void Handle(HttpRequest request, std::function<void(HttpResponse)> respond) override;
 
  private:

@@ -2,11 +2,14 @@
 
 #include "rendezvous/http_request.h"
 
+#include <array>
 #include <optional>
 
 #include <boost/asio/ip/address_v4.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
@@ -17,6 +20,21 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+
+namespace {
+
+// The status line and headers of a response: what Beast writes for the same response, so the
+// bytes are unchanged ("Connection: close" first when closing, then Content-Length, always).
+std::string ResponseHeader(int status, bool keep_alive, size_t length) {
+  std::string header = "HTTP/1.1 " + std::to_string(status) + " ";
+  auto reason = http::obsolete_reason(static_cast<http::status>(status));
+  header.append(reason.data(), reason.size());
+  header += keep_alive ? "\r\n" : "\r\nConnection: close\r\n";
+  header += "Content-Length: " + std::to_string(length) + "\r\n\r\n";
+  return header;
+}
+
+}  // namespace
 
 class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
@@ -46,33 +64,40 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     }
     if (server_alive_.expired()) return Reply({503, ""});
     std::weak_ptr<Connection> weak = shared_from_this();
-    handler_->Handle(std::move(request), [weak](HttpResponse response) {
-      if (auto self = weak.lock()) self->Reply(std::move(response));
-    });
     // Keep ourselves alive while the handler holds the answer.
     self_ = shared_from_this();
+    handler_->Handle(std::move(request), [weak](HttpResponse response) {
+      auto self = weak.lock();
+      if (!self) return;
+      // Onto this connection's strand: at once when called there, else queued.
+      asio::dispatch(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
+        self->Reply(std::move(response));
+      });
+    });
   }
 
   // Answers the current request. A client that asked for keep-alive (HTTP/1.1 without
   // "Connection: close", as wrk or Horovod's C++ client) may send another request; everything
-  // else (errors included) closes after the response.
+  // else (errors included) closes after the response. The header and the body go out in one
+  // gathered write; a shared body is written from the stored buffer itself.
   void Reply(HttpResponse response) {
     if (replied_) return;
     replied_ = true;
     bool keep = keep_alive_ && response.status < 400;
-    response_.emplace(static_cast<http::status>(response.status), 11);
-    response_->keep_alive(keep);
-    response_->body() = std::move(response.body);
-    response_->prepare_payload();  // Content-Length, always, even when 0
+    body_ = std::move(response.body);
+    shared_body_ = std::move(response.shared_body);
+    const std::string& body = shared_body_ ? *shared_body_ : body_;
+    header_ = ResponseHeader(response.status, keep, body.size());
+    std::array<asio::const_buffer, 2> buffers{asio::buffer(header_), asio::buffer(body)};
     stream_.expires_after(limits_.read_timeout);
-    http::async_write(stream_, *response_,
-                      [self = shared_from_this(), keep](beast::error_code ec, size_t) {
-                        if (ec || !keep) return self->Close();
-                        self->self_.reset();
-                        self->replied_ = false;
-                        self->keep_alive_ = false;
-                        self->Start();
-                      });
+    asio::async_write(stream_, buffers, [self = shared_from_this(), keep](beast::error_code ec, size_t) {
+      self->shared_body_.reset();
+      if (ec || !keep) return self->Close();
+      self->self_.reset();
+      self->replied_ = false;
+      self->keep_alive_ = false;
+      self->Start();
+    });
   }
 
   void Close() {
@@ -85,7 +110,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  std::optional<http::response<http::string_body>> response_;
+  std::string header_;   // of the response being written
+  std::string body_;     // its body, unless shared_body_
+  std::shared_ptr<const std::string> shared_body_;
   HttpHandler* handler_;
   HttpLimits limits_;
   std::weak_ptr<bool> server_alive_;
@@ -128,7 +155,9 @@ void HttpServer::Stop() {
 
 void HttpServer::Accept() {
   std::weak_ptr<bool> alive = alive_;
-  acceptor_.async_accept([this, alive](beast::error_code ec, tcp::socket socket) {
+  // Each connection gets a strand of its own (see the header); the accept chain is one handler
+  // at a time.
+  acceptor_.async_accept(asio::make_strand(*io_), [this, alive](beast::error_code ec, tcp::socket socket) {
     if (!alive.lock()) return;
     if (!ec && access_ != nullptr) {
       tcp::endpoint peer = socket.remote_endpoint(ec);

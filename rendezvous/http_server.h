@@ -1,5 +1,5 @@
-// HttpServer: a small HTTP/1.1 server on the driver's io_context, built on Boost.Beast, that
-// fronts the rendezvous store. A connection closes after its response unless the client asked
+// HttpServer: a small HTTP/1.1 server on an io_context, built on Boost.Beast, that fronts the
+// rendezvous store (and etrun's control endpoint). A connection closes after its response unless the client asked
 // for keep-alive (Horovod's own server closes always; its clients cope with both); every
 // response carries `Content-Length` spelled
 // exactly so (Horovod's C++ client needs it, spec §4.5). Hardened where Horovod's server is
@@ -7,7 +7,21 @@
 // malformed request answered (400, 405, 411, 413) rather than dropped; a client that stalls
 // mid-request is disconnected after the read timeout. It never serves files.
 // Peers outside the job can be refused (set_access, spec §9 "no auth at all" in horovodrun).
-// The handler may answer later (rank_and_size is held until a barrier opens). Driver thread only.
+// The handler may answer later (rank_and_size is held until a barrier opens; a GET of a missing
+// key until it is set), from any thread.
+//
+// Threads. The io_context may be run by one thread (etrun's control endpoint, on the driver's
+// loop) or by several (the rendezvous store, rendezvous/service_threads.h). Each connection lives
+// on its own strand: its reads, writes and timers never run concurrently, and `respond` hops onto
+// that strand from whichever thread calls it. The accept loop is one chain of handlers. The
+// handler is called on the connection's strand, so with several threads it is called
+// concurrently and must be thread-safe itself (KvHandler is: KvStore has its own mutex; the
+// elastic routes post what the driver owns to the driver's loop, see elastic_handler.h).
+// Listen, Stop and set_access are the owner's calls: before the io_context's threads run, on its
+// one thread, or after they stopped.
+//
+// Zero copy: a response may carry its body as a shared immutable buffer (a stored value); it
+// goes out with the header in one gathered write, never copied into a response object.
 #ifndef ETRUN_RENDEZVOUS_HTTP_SERVER_H_
 #define ETRUN_RENDEZVOUS_HTTP_SERVER_H_
 
@@ -32,11 +46,17 @@ struct HttpRequest {
 };
 
 struct HttpResponse {
+  HttpResponse() = default;
+  HttpResponse(int s, std::string b) : status(s), body(std::move(b)) {}
+  HttpResponse(int s, std::shared_ptr<const std::string> shared) : status(s), shared_body(std::move(shared)) {}
+
   int status = 200;
   std::string body;
+  // When set, the body instead of `body`: written from this buffer as it is, shared, not copied.
+  std::shared_ptr<const std::string> shared_body;
 };
 
-// Answers requests. `respond` must be called exactly once, now or later, on the driver thread;
+// Answers requests. `respond` must be called exactly once, now or later, from any thread;
 // calling it after the client went away is harmless.
 class HttpHandler {
  public:

@@ -14,14 +14,18 @@ bool SplitScopeKey(std::string_view target, std::string_view* scope, std::string
   return true;
 }
 
+bool MayHoldKey(std::string_view key) {
+  if (!key.starts_with("rank_") || key.size() == 5) return true;
+  for (char c : key.substr(5)) {
+    if (c < '0' || c > '9') return true;
+  }
+  return false;
+}
+
 void KvHandler::Handle(HttpRequest request, std::function<void(HttpResponse)> respond) {
   std::string_view scope, key;
   if (!SplitScopeKey(request.target, &scope, &key)) return respond({400, ""});
-  if (request.method == "GET") {
-    auto value = store_->Get(scope, key);
-    if (!value) return respond({404, ""});
-    return respond({200, std::string(*value)});
-  }
+  if (request.method == "GET") return Get(scope, key, std::move(respond));
   if (request.method == "PUT") {
     store_->Put(scope, key, std::move(request.body));
     return respond({200, ""});
@@ -31,6 +35,25 @@ void KvHandler::Handle(HttpRequest request, std::function<void(HttpResponse)> re
     return respond({200, ""});
   }
   respond({405, ""});
+}
+
+void KvHandler::Get(std::string_view scope, std::string_view key,
+                    std::function<void(HttpResponse)> respond) {
+  if (deadlines_ == nullptr || bound_.count() <= 0 || !MayHoldKey(key)) {
+    KvValue value = store_->Find(scope, key);
+    if (!value) return respond({404, ""});
+    return respond({200, std::move(value)});
+  }
+  // Exactly one of the two answers: the Put that calls the waiter, or the deadline whose
+  // CancelWait finds it still waiting.
+  uint64_t ticket = 0;
+  KvValue value = store_->FindOrWait(
+      scope, key, [respond](KvValue v) { respond({200, std::move(v)}); }, &ticket);
+  if (value) return respond({200, std::move(value)});
+  KvStore* store = store_;
+  deadlines_->After(bound_, [store, ticket, respond = std::move(respond)] {
+    if (store->CancelWait(ticket)) respond({404, ""});
+  });
 }
 
 }  // namespace etrun::rendezvous

@@ -3,11 +3,18 @@
 namespace etrun::rendezvous {
 
 void KvStore::Init(const std::vector<SlotInfo>& plan) {
+  std::lock_guard<std::mutex> lock(mu_);
   values_.clear();
-  Resize(plan);
+  ResizeLocked(plan);
 }
 
 void KvStore::Resize(const std::vector<SlotInfo>& plan) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ResizeLocked(plan);
+}
+
+void KvStore::ResizeLocked(const std::vector<SlotInfo>& plan) {
+  ++generation_;
   finished_.clear();
   scope_size_.clear();
   for (const SlotInfo& slot : plan) {
@@ -17,27 +24,87 @@ void KvStore::Resize(const std::vector<SlotInfo>& plan) {
   }
 }
 
-std::optional<std::string_view> KvStore::Get(std::string_view scope, std::string_view key) const {
+std::optional<std::string> KvStore::Get(std::string_view scope, std::string_view key) const {
+  KvValue value = Find(scope, key);
+  if (!value) return std::nullopt;
+  return *value;
+}
+
+KvValue KvStore::Find(std::string_view scope, std::string_view key) const {
+  std::lock_guard<std::mutex> lock(mu_);
   auto s = values_.find(scope);
-  if (s == values_.end()) return std::nullopt;
+  if (s == values_.end()) return nullptr;
   auto k = s->second.find(key);
-  if (k == s->second.end()) return std::nullopt;
-  return std::string_view(k->second);
+  if (k == s->second.end()) return nullptr;
+  return k->second;
+}
+
+KvValue KvStore::FindOrWait(std::string_view scope, std::string_view key,
+                            std::function<void(KvValue)> waiter, uint64_t* ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto s = values_.find(scope); s != values_.end()) {
+    if (auto k = s->second.find(key); k != s->second.end()) return k->second;
+  }
+  *ticket = next_ticket_++;
+  waiters_.emplace(*ticket, Waiter{std::string(scope), std::string(key), std::move(waiter)});
+  waiting_.emplace(std::make_pair(std::string(scope), std::string(key)), *ticket);
+  return nullptr;
+}
+
+bool KvStore::CancelWait(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto w = waiters_.find(ticket);
+  if (w == waiters_.end()) return false;
+  auto [first, last] = waiting_.equal_range(std::make_pair(w->second.scope, w->second.key));
+  for (auto it = first; it != last; ++it) {
+    if (it->second == ticket) {
+      waiting_.erase(it);
+      break;
+    }
+  }
+  waiters_.erase(w);
+  return true;
+}
+
+std::vector<std::function<void(KvValue)>> KvStore::TakeWaiters(std::string_view scope,
+                                                                std::string_view key) {
+  std::vector<std::function<void(KvValue)>> calls;
+  if (waiting_.empty()) return calls;
+  auto [first, last] = waiting_.equal_range(std::make_pair(std::string(scope), std::string(key)));
+  for (auto it = first; it != last; ++it) {
+    auto w = waiters_.find(it->second);
+    calls.push_back(std::move(w->second.call));
+    waiters_.erase(w);
+  }
+  waiting_.erase(first, last);
+  return calls;
 }
 
 void KvStore::Put(std::string_view scope, std::string_view key, std::string value) {
-  auto s = values_.find(scope);
-  if (s == values_.end()) s = values_.emplace(std::string(scope), decltype(values_)::mapped_type()).first;
-  auto k = s->second.find(key);
-  if (k == s->second.end()) {
-    s->second.emplace(std::string(key), std::move(value));
-  } else {
-    k->second = std::move(value);
+  auto shared = std::make_shared<const std::string>(std::move(value));
+  std::vector<std::function<void(KvValue)>> waiters;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto s = values_.find(scope);
+    if (s == values_.end()) s = values_.emplace(std::string(scope), decltype(values_)::mapped_type()).first;
+    auto k = s->second.find(key);
+    if (k == s->second.end()) {
+      s->second.emplace(std::string(key), shared);
+    } else {
+      k->second = shared;
+    }
+    waiters = TakeWaiters(scope, key);
+    if (on_put_) on_put_(scope, key);
   }
-  if (on_put_) on_put_(scope, key);
+  for (auto& call : waiters) call(shared);
 }
 
 void KvStore::Erase(std::string_view scope, std::string_view key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  EraseLocked(scope, key);
+}
+
+void KvStore::EraseLocked(std::string_view scope, std::string_view key) {
   auto s = values_.find(scope);
   if (s == values_.end()) return;
   if (auto k = s->second.find(key); k != s->second.end()) s->second.erase(k);
@@ -45,6 +112,7 @@ void KvStore::Erase(std::string_view scope, std::string_view key) {
 }
 
 void KvStore::Delete(std::string_view scope, std::string_view key) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto size = scope_size_.find(scope);
   if (size != scope_size_.end()) {
     auto f = finished_.find(scope);
@@ -57,10 +125,21 @@ void KvStore::Delete(std::string_view scope, std::string_view key) {
     }
     return;
   }
-  Erase(scope, key);  // an ad-hoc scope loses its keys one DELETE at a time
+  EraseLocked(scope, key);  // an ad-hoc scope loses its keys one DELETE at a time
+}
+
+size_t KvStore::scope_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return values_.size();
+}
+
+size_t KvStore::waiter_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiters_.size();
 }
 
 std::optional<int> KvStore::planned_size(std::string_view scope) const {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = scope_size_.find(scope);
   if (it == scope_size_.end()) return std::nullopt;
   return it->second;

@@ -3,13 +3,26 @@
 // planned scopes (global, local_<host>, cross_<local_rank>); a planned scope is cleared once every
 // member has sent DELETE; an ad-hoc scope (e.g. *_process_set_hash_*) loses keys one DELETE at a
 // time. Unlike horovodrun, finishing one scope never resets another's bookkeeping (§9.11), and a
-// repeated DELETE from the same key counts once. Values are opaque bytes. Not thread-safe: owned
-// by the driver's event loop.
+// repeated DELETE from the same key counts once. Values are opaque bytes, each kept as one
+// immutable shared buffer that readers hold without copying (Find) even after it is replaced.
+//
+// A reader may wait for a key that is not set yet (Wait): the waiter is called once, by the Put
+// that sets it. Clearing a scope or Init does not call waiters: they go on waiting for a value,
+// as a polling worker would, until their owner cancels them (CancelWait, at its time bound).
+//
+// Thread-safe: one mutex guards everything. The driver calls Init/Resize/Erase, the server's
+// threads Get/Put/Delete/Wait. The on_put and on_scope_done callbacks and the waiters run on the
+// thread that made the change, the on_* callbacks with the store's lock held (so they see the
+// changes in order, and generation() is the change's): they must not call the store; post instead.
 #ifndef ETRUN_RENDEZVOUS_KV_STORE_H_
 #define ETRUN_RENDEZVOUS_KV_STORE_H_
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -20,6 +33,9 @@
 
 namespace etrun::rendezvous {
 
+// A stored value: shared, never modified once stored.
+using KvValue = std::shared_ptr<const std::string>;
+
 class KvStore {
  public:
   // Drops every key of every scope and sizes the planned scopes from `plan`.
@@ -29,10 +45,23 @@ class KvStore {
   // round whose workers started ahead and already put their keys.
   void Resize(const std::vector<SlotInfo>& plan);
 
-  // The value, or nullopt when the scope or key is missing (a worker then sees 404 at once).
-  std::optional<std::string_view> Get(std::string_view scope, std::string_view key) const;
+  // The value (a copy), or nullopt when the scope or key is missing. For tests and tools.
+  std::optional<std::string> Get(std::string_view scope, std::string_view key) const;
 
-  // Stores (overwrites) a value; empty values are values.
+  // The value's shared buffer, or null when the scope or key is missing.
+  KvValue Find(std::string_view scope, std::string_view key) const;
+
+  // Find, or when the key is missing, registers `waiter` to be called once with the value the
+  // next Put of this key stores, and sets *ticket for CancelWait. Returns the value, or null
+  // when the waiter was registered.
+  KvValue FindOrWait(std::string_view scope, std::string_view key,
+                     std::function<void(KvValue)> waiter, uint64_t* ticket);
+
+  // Withdraws a waiter. True when it was still waiting (it will never be called); false when a
+  // Put has called it or is calling it.
+  bool CancelWait(uint64_t ticket);
+
+  // Stores (overwrites) a value; empty values are values. Calls the key's waiters.
   void Put(std::string_view scope, std::string_view key, std::string value);
 
   // "Key finished with scope" (see above).
@@ -51,16 +80,36 @@ class KvStore {
     on_put_ = std::move(callback);
   }
 
+  // Counts Init and Resize calls: a callback can tell which round's store it saw.
+  uint64_t generation() const { return generation_.load(); }
+
   // Introspection for tests and benchmarks.
-  size_t scope_count() const { return values_.size(); }
+  size_t scope_count() const;
+  size_t waiter_count() const;
   std::optional<int> planned_size(std::string_view scope) const;
 
  private:
-  std::map<std::string, std::map<std::string, std::string, std::less<>>, std::less<>> values_;
-  std::map<std::string, int, std::less<>> scope_size_;
-  std::map<std::string, std::set<std::string, std::less<>>, std::less<>> finished_;
+  struct Waiter {
+    std::string scope, key;
+    std::function<void(KvValue)> call;
+  };
+  void ResizeLocked(const std::vector<SlotInfo>& plan);
+  void EraseLocked(std::string_view scope, std::string_view key);
+  // Moves the waiters of scope/key out of waiters_ (lock held).
+  std::vector<std::function<void(KvValue)>> TakeWaiters(std::string_view scope, std::string_view key);
+
+  // Set before the server starts, then read-only.
   std::function<void(std::string_view)> on_scope_done_;
   std::function<void(std::string_view, std::string_view)> on_put_;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::map<std::string, std::map<std::string, KvValue, std::less<>>, std::less<>> values_;
+  std::map<std::string, int, std::less<>> scope_size_;
+  std::map<std::string, std::set<std::string, std::less<>>, std::less<>> finished_;
+  std::map<uint64_t, Waiter> waiters_;  // by ticket
+  std::multimap<std::pair<std::string, std::string>, uint64_t> waiting_;  // (scope, key) -> tickets
+  uint64_t next_ticket_ = 1;
+  std::atomic<uint64_t> generation_{0};
 };
 
 }  // namespace etrun::rendezvous

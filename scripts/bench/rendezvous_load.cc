@@ -1,13 +1,20 @@
 // etrun_rendezvous_bench: load for etrun's rendezvous HTTP server (rendezvous/http_server.h over
 // KvHandler and KvStore), shaped like Horovod's Gloo workers (spec §4.5-4.7).
 //
-//   serve [--port P]
+//   serve [--port P] [--server-threads T]
 //     The real server on 127.0.0.1 (plan: 16 ranks on "localhost"), /global/0 preset to 100
 //     bytes. Prints "port <N>" and serves until SIGINT or SIGTERM. For wrk.
-//   scope N [--value-bytes B] [--poll-ms 10] [--threads 1] [--stagger-ms 0] [--deadline-s 120]
-//           [--graceful-close]
+//   scope N [--value-bytes B] [--poll-ms 10] [--threads 1] [--stagger-ms 0] [--straggler-ms 0]
+//           [--server-threads T] [--hold-ms 1000] [--deadline-s 120] [--graceful-close]
 //     One `global` scope rendezvous of N workers against the real server, which runs in-process
-//     on its own thread and io_context. The workers are state machines on a second io_context
+//     as etrun runs it: on T threads of its own (default: one per core, as etrun's
+//     --rendezvous-threads), GETs of missing keys held up to --hold-ms (etrun's bound; 0: answered
+//     at once). --stagger-ms spreads every worker's start uniformly over that time;
+//     --straggler-ms starts one worker (rank N/2) that late and the rest at once. The server's
+//     CPU is the sum over its threads. With --connect P the workers use the store of a running
+//     etrun job on 127.0.0.1:P instead, in scope --scope-name (an ad-hoc scope there: it loses a
+//     key per DELETE, and without Gloo's barrier a DELETE would take a value from peers still
+//     reading it, so the workers send none), and no server CPU is measured. The workers are state machines on a second io_context
 //     (`--threads` threads), each doing what Gloo's connectFullMesh plus Horovod's HTTPStore do:
 //     PUT rank_<r>, GET rank_<i> for i<r, PUT <r> (B bytes; default 136*(N-1), the size of
 //     N-1 Gloo TCP pair addresses), then for each i != r poll GET <i> every poll-ms until 200
@@ -54,6 +61,7 @@
 #include "rendezvous/http_server.h"
 #include "rendezvous/kv_handler.h"
 #include "rendezvous/kv_store.h"
+#include "rendezvous/service_threads.h"
 
 namespace etrun::bench {
 namespace {
@@ -69,6 +77,11 @@ struct Options {
   int poll_ms = 10;
   int threads = 1;
   int stagger_ms = 0;
+  int straggler_ms = 0;
+  int server_threads = 0;  // 0: one per core
+  int hold_ms = 1000;
+  int connect_port = 0;  // a running job's store instead of an in-process one
+  std::string scope = "global";
   int deadline_s = 120;
   bool graceful_close = false;
   int port = 0;
@@ -90,10 +103,14 @@ std::string ValueOf(int rank, size_t bytes) {
   return v;
 }
 
-// etrun's real server stack: the store, its HTTP routes, the Beast server, one io_context.
+// etrun's real server stack: the store, its HTTP routes, the Beast server, on threads of its own
+// with held GETs, as launcher/rendezvous_service.h runs it.
 class ServerStack {
  public:
-  explicit ServerStack(int world_size) : handler_(&store_), server_(&io_, &handler_) {
+  ServerStack(int world_size, int hold_ms)
+      : deadlines_(threads_.io().get_executor()),
+        handler_(&store_, &deadlines_, std::chrono::milliseconds(hold_ms)),
+        server_(&threads_.io(), &handler_) {
     std::vector<rendezvous::SlotInfo> plan;
     std::string err;
     rendezvous::Assign({{"localhost", world_size}}, world_size, std::nullopt, &plan, &err);
@@ -101,15 +118,26 @@ class ServerStack {
   }
   bool Listen(int port, std::string* err) { return server_.Listen("127.0.0.1", port, err); }
   int port() const { return server_.port(); }
-  asio::io_context& io() { return io_; }
+  void Start(int threads) {
+    thread_count_ = rendezvous::ServiceThreadCount(threads);
+    threads_.Start(thread_count_);
+  }
+  // Joins the threads; then the server's CPU time is known.
+  void Stop() {
+    threads_.Stop();
+    server_.Stop();
+  }
+  int thread_count() const { return thread_count_; }
+  double cpu_seconds() const { return threads_.cpu_seconds(); }
   rendezvous::KvStore& store() { return store_; }
-  void Stop() { server_.Stop(); }
 
  private:
-  asio::io_context io_;
+  rendezvous::ServiceThreads threads_;
+  rendezvous::AsioDeadlines deadlines_;
   rendezvous::KvStore store_;
   rendezvous::KvHandler handler_;
   rendezvous::HttpServer server_;
+  int thread_count_ = 0;
 };
 
 // What all simulated workers share. Read-only during the run except the atomics and `error`.
@@ -158,6 +186,13 @@ class Worker {
   enum class Step { kPutHost, kGetHost, kPutValue, kPoll, kFetch, kDelete, kDone };
 
   void Send() {
+    if (step_ == Step::kDelete && shared_->opt.connect_port > 0) {  // see --connect
+      deleted_at = Clock::now();
+      if (keys_at == Clock::time_point()) keys_at = deleted_at;
+      step_ = Step::kDone;
+      ++shared_->done;
+      return;
+    }
     const char* method = "GET";
     std::string key = std::to_string(peer_);
     std::string_view body;
@@ -183,7 +218,7 @@ class Worker {
         break;
     }
     request_.clear();
-    request_.append(method).append(" /global/").append(key);
+    request_.append(method).append(" /").append(shared_->opt.scope).append("/").append(key);
     request_.append(" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ");
     request_.append(std::to_string(body.size())).append("\r\n\r\n").append(body);
     have_ = header_len_ = need_ = 0;
@@ -318,7 +353,7 @@ class Worker {
     const char* step = kSteps[static_cast<int>(step_)];
     int key = step_ == Step::kPutValue || step_ == Step::kDelete || step_ == Step::kPutHost ? rank_
                                                                                             : peer_;
-    shared_->Fail("rank " + std::to_string(rank_) + ": " + step + " /global/" +
+    shared_->Fail("rank " + std::to_string(rank_) + ": " + step + " /" + shared_->opt.scope + "/" +
                   (step_ <= Step::kGetHost ? "rank_" : "") + std::to_string(key) + ": " + what);
   }
 
@@ -342,7 +377,8 @@ void Watch(asio::steady_timer* timer, Shared* shared) {
   timer->async_wait([timer, shared](error_code) {
     if (shared->done == shared->opt.n || shared->failed) return;
     auto limit = std::chrono::seconds(shared->opt.deadline_s) +
-                 std::chrono::milliseconds(shared->opt.stagger_ms) + std::chrono::seconds(5);
+                 std::chrono::milliseconds(shared->opt.stagger_ms + shared->opt.straggler_ms) +
+                 std::chrono::seconds(5);
     if (Clock::now() - shared->start > limit) {
       return shared->Fail(std::to_string(shared->opt.n - shared->done) + " of " +
                           std::to_string(shared->opt.n) + " workers unfinished at the deadline");
@@ -374,24 +410,16 @@ std::pair<double, double> ThreadCpu() {
   return {s(u.ru_utime), s(u.ru_stime)};
 }
 
-// Checks, on the server's thread, that the N DELETEs cleared the planned scope; also reads that
-// thread's CPU time into *cpu. Loopback TCP does much of the peer's receive work in the
-// sender's system time, so the split between server and client threads is approximate.
-std::string CheckCleared(ServerStack* server, int n, std::pair<double, double>* cpu) {
-  std::promise<std::string> result;
-  asio::post(server->io(), [server, n, cpu, &result] {
-    *cpu = ThreadCpu();
-    std::string problem;
-    for (int i = 0; i < n && problem.empty(); ++i) {
-      if (server->store().Get("global", std::to_string(i)) ||
-          server->store().Get("global", "rank_" + std::to_string(i))) {
-        problem = "key of rank " + std::to_string(i) + " still in scope global";
-      }
+// Checks that the N DELETEs cleared the planned scope (the store is thread-safe).
+std::string CheckCleared(ServerStack* server, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (server->store().Get("global", std::to_string(i)) ||
+        server->store().Get("global", "rank_" + std::to_string(i))) {
+      return "key of rank " + std::to_string(i) + " still in scope global";
     }
-    if (problem.empty() && server->store().scope_count() != 0) problem = "scopes left in the store";
-    result.set_value(problem);
-  });
-  return result.get_future().get();
+  }
+  if (server->store().scope_count() != 0) return "scopes left in the store";
+  return "";
 }
 
 int RunScope(const Options& opt) {
@@ -400,20 +428,20 @@ int RunScope(const Options& opt) {
     std::fprintf(stderr, "etrun_rendezvous_bench: error: %s\n", err.c_str());
     return 1;
   }
-  ServerStack server(opt.n);
-  if (!server.Listen(0, &err)) {
+  ServerStack server(opt.n, opt.hold_ms);  // unused with --connect
+  if (opt.connect_port == 0 && !server.Listen(0, &err)) {
     std::fprintf(stderr, "etrun_rendezvous_bench: error: %s\n", err.c_str());
     return 1;
   }
-  auto server_work = asio::make_work_guard(server.io());
-  std::thread server_thread([&server] { server.io().run(); });
+  if (opt.connect_port == 0) server.Start(opt.server_threads);
+  const int port = opt.connect_port > 0 ? opt.connect_port : server.port();
 
   asio::io_context io;
   Shared shared;
   shared.opt = opt;
   shared.io = &io;
   shared.server =
-      tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), static_cast<uint16_t>(server.port()));
+      tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), static_cast<uint16_t>(port));
   const size_t value_bytes = opt.value_bytes.value_or(136 * static_cast<size_t>(opt.n - 1));
   for (int r = 0; r < opt.n; ++r) {
     shared.values.push_back(ValueOf(r, value_bytes));
@@ -425,7 +453,9 @@ int RunScope(const Options& opt) {
   shared.start = Clock::now();
   for (int r = 0; r < opt.n; ++r) {
     workers.push_back(std::make_unique<Worker>(&shared, r));
-    workers.back()->Start(std::chrono::microseconds(stagger_us(rng)));
+    auto delay = std::chrono::microseconds(stagger_us(rng));
+    if (opt.straggler_ms > 0 && r == opt.n / 2) delay += std::chrono::milliseconds(opt.straggler_ms);
+    workers.back()->Start(delay);
   }
   asio::steady_timer watchdog(io);
   Watch(&watchdog, &shared);
@@ -435,13 +465,11 @@ int RunScope(const Options& opt) {
   for (auto& t : extra) t.join();
 
   const auto client_cpu = ThreadCpu();  // the main thread's share when --threads > 1
-  std::pair<double, double> server_cpu;
-  std::string problem = shared.failed ? shared.error : CheckCleared(&server, opt.n, &server_cpu);
-  asio::post(server.io(), [&server] {
-    server.Stop();
-    server.io().stop();
-  });
-  server_thread.join();
+  std::string problem = shared.failed          ? shared.error
+                        : opt.connect_port > 0 ? ""
+                                               : CheckCleared(&server, opt.n);
+  server.Stop();
+  const double server_cpu = server.cpu_seconds();
   if (!problem.empty()) {
     std::fprintf(stderr, "etrun_rendezvous_bench: error: N=%d: %s\n", opt.n, problem.c_str());
     return 1;
@@ -467,53 +495,56 @@ int RunScope(const Options& opt) {
   const uint64_t floor = 3 * n + n * (n - 1) / 2 + 2 * n * (n - 1);  // no 404 poll at all
   const double keys_s = Seconds(keys - shared.start), deleted_s = Seconds(deleted - shared.start);
   uint32_t p50 = pct(0.50), p99 = pct(0.99), max = *std::max_element(lat.begin(), lat.end());
-  std::printf("scope N=%d value=%zu bytes%s poll=%d ms threads=%d%s\n", opt.n, value_bytes,
-              opt.value_bytes ? "" : " (136*(N-1))", opt.poll_ms, opt.threads,
-              opt.graceful_close ? " graceful-close" : "");
+  const double gb = static_cast<double>(bytes) / 1e9;
+  std::printf("scope N=%d value=%zu bytes%s poll=%d ms threads=%d server threads=%d hold=%d ms%s\n",
+              opt.n, value_bytes, opt.value_bytes ? "" : " (136*(N-1))", opt.poll_ms, opt.threads,
+              server.thread_count(), opt.hold_ms, opt.graceful_close ? " graceful-close" : "");
+  if (opt.stagger_ms > 0 || opt.straggler_ms > 0) {
+    std::printf("  starts spread over %d ms; rank %d %d ms late\n", opt.stagger_ms, opt.n / 2,
+                opt.straggler_ms);
+  }
   std::printf(
-      "  requests %llu (floor %llu: 3N + N(N-1)/2 + 2N(N-1)), 404 polls %llu, received %.1f MB\n",
+      "  requests %llu (floor %llu: 3N + N(N-1)/2 + 2N(N-1)), 404 answers %llu, received %.1f MB\n",
       static_cast<unsigned long long>(requests), static_cast<unsigned long long>(floor),
       static_cast<unsigned long long>(not_found), static_cast<double>(bytes) / 1e6);
   std::printf("  every worker has every key after %.3f s, all deleted after %.3f s, %.0f req/s\n",
               keys_s, deleted_s, static_cast<double>(requests) / deleted_s);
   std::printf("  request latency (connect to last byte) p50 %u us, p99 %u us, max %u us\n", p50,
               p99, max);
-  std::printf(
-      "  CPU: server thread %.2f s user + %.2f s sys (%.1f us/request), client thread %.2f + %.2f "
-      "s\n",
-      server_cpu.first, server_cpu.second,
-      (server_cpu.first + server_cpu.second) * 1e6 / static_cast<double>(requests),
-      client_cpu.first, client_cpu.second);
-  std::printf("  scope global cleared by the %d DELETEs: yes\n", opt.n);
+  std::printf("  CPU: server threads %.2f s (%.1f us/request, %.2f CPU-s/GB served), client thread "
+              "%.2f + %.2f s\n",
+              server_cpu, server_cpu * 1e6 / static_cast<double>(requests),
+              gb > 0 ? server_cpu / gb : 0.0, client_cpu.first, client_cpu.second);
+  if (opt.connect_port == 0) std::printf("  scope global cleared by the %d DELETEs: yes\n", opt.n);
   std::printf(
       "RESULT n=%d value_bytes=%zu requests=%llu not_found=%llu bytes=%llu keys_s=%.3f "
-      "deleted_s=%.3f req_per_s=%.0f p50_us=%u p99_us=%u max_us=%u server_cpu_s=%.2f cleared=1\n",
+      "deleted_s=%.3f req_per_s=%.0f p50_us=%u p99_us=%u max_us=%u server_cpu_s=%.2f "
+      "server_threads=%d hold_ms=%d straggler_ms=%d stagger_ms=%d cleared=1\n",
       opt.n, value_bytes, static_cast<unsigned long long>(requests),
       static_cast<unsigned long long>(not_found), static_cast<unsigned long long>(bytes), keys_s,
-      deleted_s, static_cast<double>(requests) / deleted_s, p50, p99, max,
-      server_cpu.first + server_cpu.second);
+      deleted_s, static_cast<double>(requests) / deleted_s, p50, p99, max, server_cpu,
+      server.thread_count(), opt.hold_ms, opt.straggler_ms, opt.stagger_ms);
   return 0;
 }
 
 int RunServe(const Options& opt) {
-  ServerStack server(16);
+  ServerStack server(16, opt.hold_ms);
   server.store().Put("global", "0", ValueOf(0, 100));
   std::string err;
   if (!server.Listen(opt.port, &err)) {
     std::fprintf(stderr, "etrun_rendezvous_bench: error: %s\n", err.c_str());
     return 1;
   }
+  server.Start(opt.server_threads);
   std::printf("port %d\n", server.port());
   std::fflush(stdout);
-  asio::signal_set signals(server.io(), SIGINT, SIGTERM);
-  signals.async_wait([&server](error_code, int) {
-    server.Stop();
-    server.io().stop();
-  });
-  server.io().run();
+  asio::io_context io;
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([](error_code, int) {});
+  io.run();
+  server.Stop();
   return 0;
 }
-
 bool ParseInt(const char* text, int min, int* out) {
   std::string_view s(text);
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
@@ -521,9 +552,11 @@ bool ParseInt(const char* text, int min, int* out) {
 }
 
 const char kUsage[] =
-    "usage: etrun_rendezvous_bench serve [--port P]\n"
+    "usage: etrun_rendezvous_bench serve [--port P] [--server-threads T]\n"
     "       etrun_rendezvous_bench scope N [--value-bytes B] [--poll-ms 10] [--threads 1]\n"
-    "                              [--stagger-ms 0] [--deadline-s 120] [--graceful-close]\n";
+    "                              [--stagger-ms 0] [--straggler-ms 0] [--server-threads T]\n"
+    "                              [--hold-ms 1000] [--deadline-s 120] [--graceful-close]\n"
+    "                              [--connect PORT --scope-name NAME]\n";
 
 // Returns -1 when the arguments are good, else the exit code.
 int ParseArgs(int argc, char** argv, std::string* mode, Options* opt) {
@@ -543,6 +576,10 @@ int ParseArgs(int argc, char** argv, std::string* mode, Options* opt) {
       opt->graceful_close = true;
       continue;
     }
+    if (flag == "--scope-name" && i + 1 < argc) {
+      opt->scope = argv[++i];
+      continue;
+    }
     if (i + 1 >= argc || !ParseInt(argv[i + 1], 0, &value)) {
       std::fprintf(stderr, "etrun_rendezvous_bench: error: %s needs a number >= 0\n%s", argv[i],
                    kUsage);
@@ -559,6 +596,14 @@ int ParseArgs(int argc, char** argv, std::string* mode, Options* opt) {
       opt->threads = std::max(1, value);
     else if (flag == "--stagger-ms")
       opt->stagger_ms = value;
+    else if (flag == "--straggler-ms")
+      opt->straggler_ms = value;
+    else if (flag == "--server-threads")
+      opt->server_threads = value;
+    else if (flag == "--hold-ms")
+      opt->hold_ms = value;
+    else if (flag == "--connect")
+      opt->connect_port = value;
     else if (flag == "--deadline-s")
       opt->deadline_s = value;
     else

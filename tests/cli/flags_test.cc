@@ -549,6 +549,16 @@ TEST_CASE("--mpi refuses elastic jobs, GPU slots and unclosed quotes") {
   }
 }
 
+TEST_CASE("--rendezvous-threads takes a positive count, unset by default") {
+  // Given no flag the runtime picks $ETRUN_RENDEZVOUS_THREADS or the cores (RendezvousThreads).
+  CHECK(ParseOk({"--rendezvous-threads", "3"}).rendezvous_threads == 3);
+  CHECK_FALSE(ParseOk({}).rendezvous_threads);
+  CHECK(UsageError({"-np", "1", "--rendezvous-threads", "0", "x"}) ==
+        "etrun: error: --rendezvous-threads: expected at least 1, got 0\n");
+  CHECK(UsageError({"-np", "1", "--rendezvous-threads", "many", "x"}) ==
+        "etrun: error: --rendezvous-threads: expected a whole number, got 'many'\n");
+}
+
 TEST_CASE("GPU slot flags take a positive count, one of them at a time") {
   CHECK(ParseOk({"--gpus-per-rank", "2"}).gpus_per_rank == 2);
   CHECK(ParseOk({"--ranks-per-gpu=4"}).ranks_per_gpu == 4);

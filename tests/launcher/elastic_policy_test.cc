@@ -137,17 +137,20 @@ struct ElasticJob {
     policy.Begin(4242);
     context.RunPosted();  // the first grant reaches the loop
   }
-  // A worker's requests, as Horovod makes them.
+  // A worker's requests, as Horovod makes them. The handler runs on the store's threads and
+  // posts what the driver owns to the loop; the loop then runs it.
   std::shared_ptr<std::string> RankAndSize(const std::string& slot) {
     auto body = std::make_shared<std::string>();  // empty while held
     policy.rendezvous_handler()->Handle({"GET", "/rank_and_size/" + slot, "", ""},
                                         [body](rendezvous::HttpResponse r) { *body = r.body; });
+    context.RunPosted();
     return body;
   }
   int Request(const std::string& method, const std::string& target) {
     int status = 0;
     policy.rendezvous_handler()->Handle(
         {method, target, "", ""}, [&status](rendezvous::HttpResponse r) { status = r.status; });
+    context.RunPosted();
     return status;
   }
   // `etrun scale`: the status and error of POST /overrides, once answered.
@@ -754,6 +757,7 @@ TEST_CASE("elastic policy: a failed worker's world has its Gloo mesh cut on ever
         [&status](rendezvous::HttpResponse resp) { status = resp.status; });
     REQUIRE(status == 200);
   }
+  job.context.RunPosted();  // the store's callbacks reach the policy on its loop
   for (int r = 0; r < 4; ++r) CHECK(job.Request("DELETE", "/global/" + std::to_string(r)) == 200);
   job.context.Finish(&job.policy, job.IdOf("198.18.0.3", 0), ExitStatus::Exited(1));
   CHECK(job.remote.detached ==
@@ -780,6 +784,7 @@ TEST_CASE("elastic policy: a failed worker's world has its Gloo mesh cut on ever
         {"PUT", "/global/" + std::to_string(r), GlooList(ips[r], r, 2, 1000), ""},
         [](rendezvous::HttpResponse) {});
   }
+  meeting.context.RunPosted();
   meeting.context.Finish(&meeting.policy, meeting.IdOf("198.18.0.2", 0), ExitStatus::Exited(1));
   CHECK(meeting.remote.detached.empty());
   CHECK(meeting.context.fenced_here.empty());

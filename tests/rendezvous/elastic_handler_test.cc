@@ -182,3 +182,26 @@ TEST_CASE("slot keys and CSV formatting") {
   CHECK_FALSE(ParseSlotKey("node:99999999999", &host, &lr));
   CHECK(FormatRankAndSize(SlotInfo{"h", 0, 2, 0, 1, 0, 2}) == "0,2,0,1,0,2");
 }
+
+TEST_CASE("PostedHooks hands every driver call to the driver's loop, in order") {
+  // Given a queue standing in for the driver's loop, nothing reaches the driver until the queue
+  // runs; then the calls arrive in the order the server threads made them.
+  FakeDriver driver;
+  std::vector<std::function<void()>> loop;
+  etrun::rendezvous::PostedHooks hooks(&driver, [&loop](std::function<void()> fn) { loop.push_back(std::move(fn)); });
+  std::optional<SlotInfo> answer;
+  hooks.RecordReady("hostA", 0, [&answer](std::optional<SlotInfo> slot) { answer = slot; });
+  bool accepted = false;
+  WorkerRegistration registration;
+  registration.host = "hostB";
+  hooks.RegisterWorker(registration, [&accepted](bool ok) { accepted = ok; });
+  CHECK(driver.ready.empty());
+  CHECK(driver.registered.empty());
+  for (auto& fn : loop) fn();
+  CHECK(driver.ready == std::vector<std::string>{"hostA:0"});
+  REQUIRE(driver.registered.size() == 1);
+  CHECK(driver.registered[0].host == "hostB");
+  CHECK(accepted);
+  driver.pending[0](SlotInfo{"hostA", 0, 1, 0, 1, 0, 1});
+  CHECK(answer.has_value());
+}

@@ -9,6 +9,7 @@
 
 #include "rendezvous/kv_handler.h"
 #include "rendezvous/kv_store.h"
+#include "rendezvous/service_threads.h"
 #include "tests/rendezvous/http_test_util.h"
 
 namespace asio = boost::asio;
@@ -150,4 +151,27 @@ TEST_CASE("Horovod's Python client (Connection: close) gets one answer and a clo
                                CppClient("GET", "/global/9"), false, 2);
   CHECK(Status(r) == 404);
   CHECK(r.find("HTTP/1.1", 5) == std::string::npos);  // the second request was not served
+}
+
+TEST_CASE("on several threads, a held GET is answered through the socket by another client's PUT") {
+  // Given the store's setup (ServiceThreads, held GETs), a GET of a missing key waits on one
+  // connection until a PUT on another sets it; a key never set gets 404 at the bound.
+  etrun::rendezvous::ServiceThreads threads;
+  etrun::rendezvous::AsioDeadlines deadlines(threads.io().get_executor());
+  KvStore store;
+  KvHandler handler(&store, &deadlines, std::chrono::milliseconds(300));
+  HttpServer server(&threads.io(), &handler);
+  std::string err;
+  REQUIRE(server.Listen("127.0.0.1", 0, &err));
+  threads.Start(4);
+  std::string held;
+  std::thread getter([&] { held = Exchange(server.port(), CppClient("GET", "/global/7")); });
+  while (store.waiter_count() == 0) std::this_thread::yield();  // the GET is held
+  CHECK(Status(Exchange(server.port(), CppClient("PUT", "/global/7", "late value"))) == 200);
+  getter.join();
+  CHECK(Status(held) == 200);
+  CHECK(Body(held) == "late value");
+  CHECK(Status(Exchange(server.port(), CppClient("GET", "/global/never"))) == 404);
+  threads.Stop();
+  server.Stop();
 }

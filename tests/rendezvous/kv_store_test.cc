@@ -88,3 +88,44 @@ TEST_CASE("init wipes every scope, planned or not") {
   CHECK(store.planned_size("global") == 1);
   CHECK_FALSE(store.planned_size("local_a").has_value());
 }
+
+TEST_CASE("a waiter is called once by the Put that sets its key, with the stored buffer") {
+  KvStore store;
+  store.Init(Plan());
+  int calls = 0;
+  etrun::rendezvous::KvValue got;
+  uint64_t ticket = 0;
+  CHECK_FALSE(store.FindOrWait("global", "2", [&](etrun::rendezvous::KvValue v) { ++calls, got = v; }, &ticket));
+  store.Put("global", "1", "other key");
+  CHECK(calls == 0);
+  store.Put("global", "2", "mine");
+  CHECK(calls == 1);
+  CHECK(got == store.Find("global", "2"));
+  CHECK_FALSE(store.CancelWait(ticket));  // already called
+  store.Put("global", "2", "again");
+  CHECK(calls == 1);
+}
+
+TEST_CASE("a cancelled waiter is never called; Init and scope clearing call no waiter") {
+  KvStore store;
+  store.Init(Plan());
+  int calls = 0;
+  uint64_t first = 0, second = 0;
+  store.FindOrWait("global", "2", [&](etrun::rendezvous::KvValue) { ++calls; }, &first);
+  store.FindOrWait("global", "2", [&](etrun::rendezvous::KvValue) { ++calls; }, &second);
+  CHECK(store.waiter_count() == 2);
+  CHECK(store.CancelWait(first));
+  store.Init(Plan());
+  CHECK(calls == 0);
+  store.Put("global", "2", "v");
+  CHECK(calls == 1);  // the second one only
+  CHECK(store.waiter_count() == 0);
+}
+
+TEST_CASE("Init and Resize count generations") {
+  KvStore store;
+  uint64_t g = store.generation();
+  store.Init(Plan());
+  store.Resize(Plan());
+  CHECK(store.generation() == g + 2);
+}
