@@ -32,8 +32,10 @@ pytestmark = pytest.mark.skipif(
 bed = bed_fixture(hosts=3)
 
 # Every stdout line the real worker writes, after etrun's prefix (horovod_worker.py's docstring).
-# With --log-level INFO (which etrun, as horovodrun, passes on as HOROVOD_LOG_LEVEL) Horovod's own
-# log lines come too, whole: "[<date>: I <file>:<line>] [<rank>]: <text>".
+# Horovod's own log lines may come too (warnings; "[<date>: W <file>:<line>] [<rank>]: <text>").
+# No test passes --log-level INFO (which etrun, as horovodrun, hands on as HOROVOD_LOG_LEVEL): a
+# worker's C++ logger then writes its lines to stdout in pieces, and the worker's own prints can
+# land between them, inside that one process's stream.
 LINE = re.compile(r"^\[\d+\]<stdout>:(step \d+ rank \d+ size \d+|reset: rank -?\d+ -> \d+ size \d+|"
                   r"done \d+ steps rank \d+ size \d+|\[\d{4}-\d\d-\d\d [\d:. ]+: [A-Z] [^\]]+\] \[\d+\]: .*)$")
 
@@ -184,7 +186,7 @@ def test_a_killed_real_worker_is_blacklisted_and_the_others_train_on(bed, tmp_pa
     # etrun (it would block in Gloo until HOROVOD_GLOO_TIMEOUT_SECONDS, 120 s here).
     marker = next(iter(marker_env.values()))
     job = RealJob(bed, tmp_path, marker_env, ["h1", "h2", "h3"], steps=400,
-                  extra=["--blacklist-cooldown-range", "600", "600", "--log-level", "INFO"])
+                  extra=["--blacklist-cooldown-range", "600", "600"])
     assert job.step_at(3), job.err()
     victim = worker_pid_on(bed, "h2", marker)
     assert victim
@@ -206,7 +208,7 @@ def test_a_cut_link_costs_real_workers_at_most_five_seconds(bed, tmp_path, marke
     # survivors; the smaller world's first step must come within 5 s of the cut.
     marker = next(iter(marker_env.values()))
     job = RealJob(bed, tmp_path, marker_env, ["h1", "h2", "h3"], steps=400,
-                  extra=["--blacklist-cooldown-range", "4", "5", "--log-level", "INFO"])
+                  extra=["--blacklist-cooldown-range", "4", "5"])
     assert job.step_at(3), job.err()
     time.sleep(1.5)  # past the heartbeat's start: a steady world
     stranded = marked_on(bed, "h3", marker)
