@@ -10,12 +10,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/agent_main.h"
 #include "cli/control_main.h"
 #include "cli/flags.h"
 #include "cli/logging.h"
 #include "cli/pool_main.h"
 #include "cli/report_main.h"
-#include "cli/stub_main.h"
 #include "cli/wiring.h"
 #include "discovery/discovery_output.h"
 #include "discovery/host_source.h"
@@ -23,11 +23,11 @@
 #include "launcher/clock.h"
 #include "launcher/elastic_policy.h"
 #include "events/exit_status.h"
+#include "launcher/agent/agent_starter.h"
 #include "launcher/job_config.h"
 #include "launcher/runtime.h"
 #include "launcher/shell_script_runner.h"
 #include "launcher/spawner.h"
-#include "launcher/ssh/ssh_starter.h"
 #include "pool/pool_client.h"
 #include "slurm/job_source.h"
 
@@ -36,8 +36,8 @@ namespace {
 // `etrun VERB ...`: verbs only as the first argument (see cli/control_main.h, report_main.h).
 int VerbMain(int argc, char** argv) {
   using namespace etrun;
-  // A remote rank's local helper (see cli/stub_main.h), started by etrun itself.
-  if (int code = cli::StubMain(argc, argv); code >= 0) return code;
+  // A remote host's agent (see cli/agent_main.h), started by etrun itself.
+  if (int code = cli::AgentMain(argc, argv); code >= 0) return code;
   if (strcmp(argv[1], cli::kStatusVerb) == 0) return cli::StatusMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kListVerb) == 0) return cli::ListMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kScaleVerb) == 0) return cli::ScaleMain(argc - 1, argv + 1);
@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
     }
     int code;
     {
-      etrun::launcher::SshStarter remote(config);  // outlives the runtime and its ranks
+      // Outlives the runtime and its ranks.
+      etrun::launcher::agent::AgentStarter remote(config, environment);
       etrun::discovery::ScriptHostSource script(&discovery, config.slots_per_host.value_or(1));
       // An elastic job inside Slurm follows its allocation (and those it may grow onto).
       etrun::launcher::ShellScriptRunner squeue(

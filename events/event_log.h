@@ -50,6 +50,10 @@ class EventLog {
 // `stopped_by_etrun`: etrun had asked it to stop; `removed`: because its host left the job.
 std::string ExitReason(const ExitStatus& status, bool stopped_by_etrun, bool removed);
 
+// A rank's pid field: its local process id, or null for a rank on another host (its agent's
+// process there; not known here).
+inline nlohmann::json PidField(int pid) { return pid > 0 ? nlohmann::json(pid) : nlohmann::json(nullptr); }
+
 // The exit fields of a rank_exited event: "code" and "signal" (one of them null).
 nlohmann::json ExitFields(const ExitStatus& status);
 

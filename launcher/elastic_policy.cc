@@ -329,7 +329,7 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   if (unstarted_.erase(f.id) != 0) {  // never a worker: the driver heard of it as a shortage
     nlohmann::json fields = events::ExitFields(f.status);
     fields.update({{field::kRank, f.rank}, {field::kHost, f.host}, {field::kLocalRank, key.second},
-                   {field::kPid, f.pid}, {field::kReason, events::ExitReason(f.status, false, false)}});
+                   {field::kPid, events::PidField(f.pid)}, {field::kReason, events::ExitReason(f.status, false, false)}});
     context_->events().Emit(events::kRankExited, std::move(fields));
     return;
   }
@@ -348,7 +348,7 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   }
   nlohmann::json fields = events::ExitFields(f.status);
   fields.update({{field::kRank, f.rank}, {field::kHost, f.host}, {field::kLocalRank, key.second},
-                 {field::kPid, f.pid}, {field::kReason, driver_->ExitReasonFor(key, f.status)}});
+                 {field::kPid, events::PidField(f.pid)}, {field::kReason, driver_->ExitReasonFor(key, f.status)}});
   context_->events().Emit(events::kRankExited, std::move(fields));
   driver_->OnWorkerExit(key, f.status, context_->Now());
   // Its slot may be one the lender waits for: say so now rather than at the next poll.

@@ -35,7 +35,9 @@ bool Drain(int fd, std::string* into) {
 
 bool RunForOutput(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                   std::chrono::milliseconds timeout, ProgramOutput* result, std::string* err) {
-  LaunchSpec spec{argv, env};
+  LaunchSpec spec;
+  spec.argv = argv;
+  spec.env = env;
   SpawnedProcess child;
   LocalSpawner spawner;
   int err_no = 0;

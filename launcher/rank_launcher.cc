@@ -108,15 +108,12 @@ bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::strin
     char cwd[4096];
     RemoteRank remote{slot.hostname, getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".",
                       std::move(remote_env), config_.command, config_.grace_period_s,
-                      RemoteNetwork(request.run, slot.hostname, exported), /*exit_record=*/false,
-                      request.remote_shell};
+                      RemoteNetwork(request.run, slot.hostname, exported), request.remote_shell};
     if (remote_ == nullptr) {
       *err = "cannot start a rank on " + slot.hostname + ": this job starts ranks on this machine only";
       return false;
     }
-    if (!remote_->StubArgv(remote, &spec->argv, err)) return false;
-    spec->env = environment_;  // the local stub's own
-    return true;
+    return remote_->Plan(remote, spec, err);
   }
   std::string devices;
   if (request.run.gpus.enabled() && !GpuDevices(request.run.gpus, slot.local_rank, &devices, err)) {
@@ -141,7 +138,8 @@ bool RankLauncher::Start(const RankRequest& request, int* id, std::string* err) 
   if (spdlog::should_log(spdlog::level::debug)) {
     std::string vars;
     for (const auto& [k, v] : SlotEnv(slot, request.group_rank, request.run)) vars += k + "=" + v + " ";
-    spdlog::debug("rank {} on {}: {}{}", slot.rank, slot.hostname, vars, JoinCommand(spec.argv));
+    spdlog::debug("rank {} on {}: {}{}", slot.rank, slot.hostname, vars,
+                  spec.remote_host != nullptr ? spec.remote_command : JoinCommand(spec.argv));
   }
   RankOutput output = console_;
   if (!config_.output_filename.empty()) {
@@ -159,7 +157,7 @@ bool RankLauncher::Start(const RankRequest& request, int* id, std::string* err) 
   }
   events_->Emit(events::kRankStarted,
                 {{field::kRank, slot.rank}, {field::kHost, slot.hostname},
-                 {field::kLocalRank, slot.local_rank}, {field::kPid, ranks_->pid(*id)},
+                 {field::kLocalRank, slot.local_rank}, {field::kPid, events::PidField(ranks_->pid(*id))},
                  {field::kRound, request.round}});
   return true;
 }

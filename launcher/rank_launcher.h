@@ -1,6 +1,6 @@
 // RankLauncher: the rank-start policy shared by static and elastic jobs. For one slot of one
 // round it decides the process (the command with the slot's environment on this machine, or the
-// SSH stub for another host), GPUs, per-rank log files (--output-filename) and admission to the
+// agent's command for another host), GPUs, per-rank log files (--output-filename) and admission to the
 // rendezvous server, starts it through the RankSet and writes `rank_started`. Plan() is the pure
 // part (no process, no file), unit-tested. Host facts come from the HostDirectory's cache, so no
 // name lookup runs on the event loop. Driver thread only.
@@ -61,7 +61,7 @@ class RankLauncher {
                events::EventLog* events);
 
   // The process for `request`: the command with its environment here, or the remote starter's
-  // stub (SSH: it starts the host's connection on first use). Returns false and sets *err when
+  // plan (the host's agent, its connection started on first use). Returns false and sets *err when
   // the rank cannot run: its GPUs are not there, or the stub cannot be set up.
   bool Plan(const RankRequest& request, LaunchSpec* spec, std::string* err);
 

@@ -4,6 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <optional>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -20,22 +23,23 @@ namespace asio = boost::asio;
 static constexpr size_t kReadChunk = 64 << 10;
 
 struct RankSet::Stream {
+  // `fd` -1: a remote rank's stream, fed by its agent.
   Stream(asio::io_context* io, int fd, int r, bool is_stderr, const RankOutput& o)
-      : pipe(*io, fd),
-        formatter(r, is_stderr, o.timestamps, o.timestamp_format),
+      : formatter(r, is_stderr, o.timestamps, o.timestamp_format),
         console(is_stderr ? o.console_err : o.console_out),
         file(is_stderr ? o.file_err : o.file_out) {
     if (o.framer) framer = o.framer(is_stderr);
+    if (fd >= 0) pipe.emplace(*io, fd);
   }
   Rank* owner = nullptr;
-  asio::posix::stream_descriptor pipe;
+  std::optional<asio::posix::stream_descriptor> pipe;
   LineSplitter splitter;
   PrefixFormatter formatter;
   int console;
   int file;
   std::unique_ptr<LineFramer> framer;  // replaces splitter + formatter when set
   bool open = true;
-  std::unique_ptr<char[]> buffer{new char[kReadChunk]};
+  std::unique_ptr<char[]> buffer;  // local ranks' read buffer
 };
 
 struct RankSet::Rank {
@@ -46,6 +50,7 @@ struct RankSet::Rank {
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   SpawnedProcess process;
   bool supervisor = false;
+  RankHost* remote = nullptr;  // its host's agent runs it
   bool exited = false;
   bool finished = false;
   ExitStatus status;
@@ -73,7 +78,7 @@ RankSet::RankSet(asio::io_context* io, Spawner* spawner, OutputSink* sink, Guard
 RankSet::~RankSet() {
   sink_->set_on_drained(nullptr);
   for (auto& [id, r] : ranks_) {
-    if (r->finished) continue;
+    if (r->finished || r->remote != nullptr) continue;  // remote: stopped by its agent
     Kill(*r, SIGKILL);
     if (!r->exited) {
       int status;
@@ -86,6 +91,24 @@ RankSet::~RankSet() {
 
 bool RankSet::Start(int rank, const std::string& host, const LaunchSpec& spec,
                     const RankOutput& output, std::string* err, int* id) {
+  if (spec.remote_host != nullptr) {
+    auto r = std::make_unique<Rank>(io_);
+    r->rank = rank;
+    r->host = host;
+    r->remote = spec.remote_host;
+    r->out = std::make_unique<Stream>(io_, -1, rank, false, output);
+    r->err = std::make_unique<Stream>(io_, -1, rank, true, output);
+    r->out->owner = r.get();
+    r->err->owner = r.get();
+    r->id = next_id_++;
+    if (id != nullptr) *id = r->id;
+    RankHost* remote = r->remote;
+    int rank_id = r->id;
+    ranks_.emplace(r->id, std::move(r));
+    ++active_;
+    remote->StartRank(rank_id, spec.remote_command);  // a host already lost reports it at once
+    return true;
+  }
   SpawnedProcess process;
   int err_no = 0;
   if (!spawner_->Start(spec, &process, err, &err_no)) {
@@ -132,25 +155,14 @@ bool RankSet::AwaitExecs(std::string* err) {
 }
 
 void RankSet::Arm(Stream* s) {
-  s->pipe.async_read_some(asio::buffer(s->buffer.get(), kReadChunk),
+  if (s->buffer == nullptr) s->buffer.reset(new char[kReadChunk]);
+  s->pipe->async_read_some(asio::buffer(s->buffer.get(), kReadChunk),
                           [this, s](const boost::system::error_code& ec, size_t n) { OnRead(s, ec, n); });
 }
 
 void RankSet::OnRead(Stream* s, const boost::system::error_code& ec, size_t n) {
   if (ec == asio::error::operation_aborted) return;
-  if (n > 0) {
-    std::string_view data(s->buffer.get(), n);
-    scratch_.clear();
-    if (s->framer) {
-      s->framer->Feed(data, [this](std::string_view text) { scratch_.append(text); });
-    } else {
-      s->splitter.Feed(data, [this, s](std::string_view piece, bool terminated) {
-        s->formatter.Append(piece, terminated, &scratch_);
-      });
-    }
-    sink_->Append(s->console, scratch_);
-    if (s->file >= 0) sink_->Append(s->file, data);
-  }
+  if (n > 0) Emit(s, std::string_view(s->buffer.get(), n));
   if (ec) {  // EOF, or the pipe broke: either way this stream is over
     CloseStream(s);
     MaybeFinish(s->owner);
@@ -161,6 +173,44 @@ void RankSet::OnRead(Stream* s, const boost::system::error_code& ec, size_t n) {
     return;
   }
   Arm(s);
+}
+
+void RankSet::Emit(Stream* s, std::string_view data) {
+  scratch_.clear();
+  if (s->framer) {
+    s->framer->Feed(data, [this](std::string_view text) { scratch_.append(text); });
+  } else {
+    s->splitter.Feed(data, [this, s](std::string_view piece, bool terminated) {
+      s->formatter.Append(piece, terminated, &scratch_);
+    });
+  }
+  sink_->Append(s->console, scratch_);
+  if (s->file >= 0) sink_->Append(s->file, data);
+}
+
+bool RankSet::OnRemoteOutput(int id, bool is_stderr, std::string_view data) {
+  auto it = ranks_.find(id);
+  if (it == ranks_.end() || it->second->remote == nullptr) return true;
+  Rank* r = it->second.get();
+  Stream* s = is_stderr ? r->err.get() : r->out.get();
+  if (s->open) Emit(s, data);
+  if (!sink_->ShouldPause()) return true;
+  if (std::find(paused_hosts_.begin(), paused_hosts_.end(), r->remote) == paused_hosts_.end()) {
+    paused_hosts_.push_back(r->remote);
+  }
+  return false;
+}
+
+void RankSet::OnRemoteExit(int id, const ExitStatus& status) {
+  auto it = ranks_.find(id);
+  if (it == ranks_.end() || it->second->remote == nullptr || it->second->exited) return;
+  Rank* r = it->second.get();
+  r->exited = true;
+  r->status = status;
+  spdlog::debug("rank {} on {} {}", r->rank, r->host, r->status.Describe());
+  CloseStream(r->out.get());
+  CloseStream(r->err.get());
+  MaybeFinish(r);
 }
 
 void RankSet::CloseStream(Stream* s) {
@@ -175,7 +225,7 @@ void RankSet::CloseStream(Stream* s) {
   sink_->Append(s->console, scratch_);
   s->open = false;
   boost::system::error_code ignored;
-  s->pipe.close(ignored);
+  if (s->pipe) s->pipe->close(ignored);
   s->buffer.reset();
   std::erase(paused_, s);
   if (s->file >= 0) sink_->Release(s->file);
@@ -187,6 +237,9 @@ void RankSet::Resume() {
   for (Stream* s : paused) {
     if (s->open) Arm(s);
   }
+  std::vector<RankHost*> hosts;
+  hosts.swap(paused_hosts_);
+  for (RankHost* host : hosts) host->Resume();
 }
 
 void RankSet::Reap() {
@@ -195,7 +248,7 @@ void RankSet::Reap() {
     auto it = ranks_.find(id);
     if (it == ranks_.end()) continue;
     Rank* r = it->second.get();
-    if (r->exited) continue;
+    if (r->exited || r->remote != nullptr) continue;
     int status;
     pid_t got = waitpid(r->process.pid, &status, WNOHANG);
     if (got != r->process.pid) continue;
@@ -232,8 +285,10 @@ void RankSet::MaybeFinish(Rank* r) {
   if (r->finished || !r->exited || r->out->open || r->err->open) return;
   r->finished = true;
   r->drain_timer.cancel();
-  if (!r->supervisor) Kill(*r, SIGKILL);  // whatever the rank left behind in its group
-  if (guardian_ != nullptr && !r->supervisor) guardian_->Forget(r->process.pid);
+  if (r->remote == nullptr && !r->supervisor) {
+    Kill(*r, SIGKILL);  // whatever the rank left behind in its group (its agent does it there)
+    if (guardian_ != nullptr) guardian_->Forget(r->process.pid);
+  }
   // Forgotten, and handed out, once the handler running now (a read, a timer, a reap) has
   // returned.
   std::weak_ptr<bool> alive = alive_;
@@ -259,6 +314,7 @@ bool RankSet::NextFinished(Finished* finished) {
 void RankSet::Forget(int id) { ranks_.erase(id); }
 
 void RankSet::Kill(const Rank& r, int sig) const {
+  if (r.remote != nullptr) return r.remote->SignalRank(r.id, sig);
   kill(r.supervisor ? r.process.pid : -r.process.pid, sig);
 }
 

@@ -9,7 +9,10 @@
 // callers keep what they need from the Finished record), so a long elastic job that restarts
 // ranks many times holds memory for its live ranks only.
 // A supervisor process (LaunchSpec::supervisor, e.g. mpirun) is signalled alone, not as a group,
-// and is not given to the guardian. Driver thread only (the io_context's thread).
+// and is not given to the guardian.
+// A rank on another host (LaunchSpec::remote_host) is a process of that host's agent: RankSet asks
+// the agent to start and signal it, and the agent reports its output and exit (RankHostEvents),
+// which go the same way as a local rank's. Driver thread only (the io_context's thread).
 #ifndef ETRUN_LAUNCHER_RANK_SET_H_
 #define ETRUN_LAUNCHER_RANK_SET_H_
 
@@ -26,6 +29,7 @@
 
 #include "events/exit_status.h"
 #include "launcher/job_config.h"
+#include "launcher/remote_starter.h"
 #include "launcher/spawner.h"
 
 namespace etrun::launcher {
@@ -59,7 +63,7 @@ struct RankOutput {
   std::function<std::unique_ptr<LineFramer>(bool is_stderr)> framer;
 };
 
-class RankSet {
+class RankSet : public RankHostEvents {
  public:
   struct Finished {
     int id;        // as returned by Start
@@ -73,7 +77,7 @@ class RankSet {
   // rank's process exited (held by its children) before its group is killed.
   RankSet(boost::asio::io_context* io, Spawner* spawner, OutputSink* sink, Guardian* guardian,
           std::chrono::milliseconds drain_grace);
-  ~RankSet();  // SIGKILLs and reaps whatever is still alive.
+  ~RankSet() override;  // SIGKILLs and reaps whatever local rank is still alive.
   RankSet(const RankSet&) = delete;
   RankSet& operator=(const RankSet&) = delete;
 
@@ -119,6 +123,10 @@ class RankSet {
   };
   std::vector<Running> Unfinished() const;
 
+  // RankHostEvents: a remote rank's output and end, from its host's agent.
+  bool OnRemoteOutput(int id, bool is_stderr, std::string_view data) override;
+  void OnRemoteExit(int id, const ExitStatus& status) override;
+
   // Takes the next finished rank, in finishing order. Returns false when none is queued.
   bool NextFinished(Finished* finished);
 
@@ -132,6 +140,7 @@ class RankSet {
 
   void Arm(Stream* stream);
   void OnRead(Stream* stream, const boost::system::error_code& ec, size_t n);
+  void Emit(Stream* stream, std::string_view data);
   void CloseStream(Stream* stream);
   void Resume();
   void OnDrainTimer(Rank* rank, int stage);
@@ -149,6 +158,7 @@ class RankSet {
   std::vector<int> unawaited_;  // ids whose exec has not been awaited
   int start_errno_ = 0;
   std::vector<Stream*> paused_;
+  std::vector<RankHost*> paused_hosts_;  // agents that stopped reading for the sink
   std::string scratch_;  // formatted output of one read, reused
   int active_ = 0;
   std::deque<Finished> finished_;  // not yet handed out

@@ -1,16 +1,20 @@
-// RemoteStarter: how a rank starts on a host that is not this machine. A remote rank is a local
-// stub process that runs the rank's command there and exits with its status, so RankSet treats
-// it like any rank (pipes, process group, signals, guardian). The real starters live below the
-// launcher (launcher/ssh/ssh_starter.h: libssh2, or a --remote-shell command such as kubectl
-// exec); main() builds the one the flags ask for. A Slurm `srun` starter is another of these.
-// Loop thread only.
+// RemoteStarter: how a rank starts on a host that is not this machine. Each remote host runs one
+// agent (`etrun __agent`, launcher/agent/agent.h), reached over one connection, that starts, signals
+// and reaps the host's ranks and sends back their output and exit status; RankSet holds such a
+// rank as a RankHost and an id, never as a local process. The real starter lives below the
+// launcher (launcher/agent/agent_starter.h: over SSH with libssh2, or a --remote-shell command such
+// as kubectl exec or srun); main() builds it. Loop thread only.
 #ifndef ETRUN_LAUNCHER_REMOTE_STARTER_H_
 #define ETRUN_LAUNCHER_REMOTE_STARTER_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
+
 #include "events/exit_status.h"
+#include "launcher/spawner.h"
 
 namespace etrun::launcher {
 
@@ -24,6 +28,30 @@ struct HostNetwork {
   std::string require_interface;             // --network-interface: must exist on the host
 };
 
+// What a host's agent reports of its ranks (RankSet implements it). Loop thread only.
+class RankHostEvents {
+ public:
+  virtual ~RankHostEvents() = default;
+  // Output of the rank with RankSet id `id`, as read there. Returns false when the caller should
+  // stop reading until RankHost::Resume (the console is congested).
+  virtual bool OnRemoteOutput(int id, bool is_stderr, std::string_view data) = 0;
+  // The rank ended (its output is complete): its status there, or 255 when its host was lost.
+  virtual void OnRemoteExit(int id, const ExitStatus& status) = 0;
+};
+
+// A remote host's agent, as RankSet sees it. Loop thread only.
+class RankHost {
+ public:
+  virtual ~RankHost() = default;
+  // Asks the agent to run `command` (POSIX sh) as rank `id`: in its own process group, output
+  // and exit reported through RankHostEvents. A host that is gone reports it exited 255.
+  virtual void StartRank(int id, const std::string& command) = 0;
+  // Sends `sig` to the process group of rank `id` there.
+  virtual void SignalRank(int id, int sig) = 0;
+  // Reading resumes after OnRemoteOutput returned false.
+  virtual void Resume() = 0;
+};
+
 // One rank to run on another host.
 struct RemoteRank {
   std::string host;
@@ -32,9 +60,6 @@ struct RemoteRank {
   std::vector<std::string> argv;  // the command
   double grace_s = 5;             // SIGTERM to SIGKILL when the rank is stopped
   HostNetwork network;
-  // The wrapper's last line on stderr is the rank's exit status (remote_shell.h's ExitRecord), for
-  // remote shells that do not pass it on faithfully (srun exits 0 when its node fails).
-  bool exit_record = false;
   // Its host's own remote-shell template ({host}), instead of the job's (--remote-shell, SSH):
   // a node of another Slurm allocation. "": the job's.
   std::string remote_shell;
@@ -43,19 +68,21 @@ struct RemoteRank {
 class RemoteStarter {
  public:
   virtual ~RemoteStarter() = default;
-  // Sets *argv (program first) to the local stub process that runs `rank`. Returns false and sets
-  // *err when it cannot (e.g. the host's connection cannot be set up); nothing is left started.
-  virtual bool StubArgv(const RemoteRank& rank, std::vector<std::string>* argv, std::string* err) = 0;
+  // The runtime's loop and rank set, before the first remote rank starts; Detach() closes every
+  // host's connection (the agents stop what still runs there and exit) and forgets them.
+  virtual void Attach(boost::asio::io_context* io, RankHostEvents* events) = 0;
+  virtual void Detach() = 0;
+  // Sets spec->remote_host to `rank`'s host agent (its connection started on first use) and
+  // spec->remote_command to what the agent runs. Returns false and sets *err when it cannot
+  // (e.g. a remote shell that cannot be started); nothing is left started.
+  virtual bool Plan(const RemoteRank& rank, LaunchSpec* spec, std::string* err) = 0;
   // Whether a rank on `host` that ended with `status` (not success) ended because the host could
-  // not be reached (its connection failed or was lost, the remote shell failed), not by itself.
+  // not be reached (its connection failed or was lost, its agent went silent), not by itself.
   virtual bool Unreachable(const std::string& host, const ExitStatus& status) const = 0;
-  // Runs `command` (POSIX sh) on `host` over the way its ranks start, output discarded, not
-  // waited for; best effort (fencing a lost host: launcher/fence.h). Returns false when it
-  // cannot be tried (no connection to the host; a starter that has no such way).
-  virtual bool RunDetached(const std::string& host, const std::string& command) {
-    (void)host, (void)command;
-    return false;
-  }
+  // Runs `command` (POSIX sh) on `host` through its agent, output discarded, not waited for;
+  // best effort (fencing a lost host's peers: launcher/fence.h). False when the host has no
+  // agent up.
+  virtual bool RunDetached(const std::string& host, const std::string& command) = 0;
 };
 
 }  // namespace etrun::launcher

@@ -68,6 +68,8 @@ Runtime::~Runtime() {
   rendezvous_->Stop();
   policy_.reset();
   if (blocking_) blocking_->join();
+  // The agents' connections close before the rank set that their ranks report to goes.
+  if (services_.remote != nullptr && ranks_ != nullptr) services_.remote->Detach();
 }
 
 int Runtime::Run() {
@@ -131,6 +133,7 @@ JobResult Runtime::RunJob() {
   ranks_ = std::make_unique<RankSet>(&io_, services_.spawner, sink_.get(), &guardian_,
                                      config_.grace_period());
   ranks_->set_on_finished([this] { DeliverFinished(); });
+  if (services_.remote != nullptr) services_.remote->Attach(&io_, ranks_.get());
   access_.emplace(BaseAccessList(config_, hosts_.interfaces()));
   launcher_ = std::make_unique<RankLauncher>(config_, environ_, ranks_.get(), sink_.get(), console_,
                                              services_.remote, &hosts_, &*access_, &events_);

@@ -14,6 +14,8 @@
 
 namespace etrun::launcher {
 
+class RankHost;
+
 struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH unless it contains '/'
   std::vector<std::string> env;   // complete environment, "K=V"
@@ -21,6 +23,9 @@ struct LaunchSpec {
   // process group. A supervisor such as mpirun gets SIGTERM when etrun dies so that it stops its
   // own ranks, is left out of the guardian and is signalled alone.
   bool supervisor = false;
+  // A rank on another host: its agent runs `remote_command` there (argv and env are not used).
+  RankHost* remote_host = nullptr;
+  std::string remote_command;
 };
 
 // A started process. The read ends are non-blocking and close-on-exec; the caller owns them.

@@ -148,7 +148,7 @@ void StaticPolicy::OnRankFinished(const RankSet::Finished& f) {
   if (context_->events().enabled()) {
     nlohmann::json fields = events::ExitFields(f.status);
     fields.update({{field::kRank, f.rank}, {field::kHost, f.host},
-                   {field::kLocalRank, plan_.slots.at(f.id).local_rank}, {field::kPid, f.pid},
+                   {field::kLocalRank, plan_.slots.at(f.id).local_rank}, {field::kPid, events::PidField(f.pid)},
                    {field::kReason, events::ExitReason(f.status, stopped_by_us, false)}});
     context_->events().Emit(events::kRankExited, std::move(fields));
   }

@@ -239,7 +239,10 @@ void MpiPolicy::OnLine(const std::string& tag, std::string_view line) {
 void MpiPolicy::Begin(int rendezvous_port) {
   begun_ = true;
   spdlog::debug("{}", JoinCommand(argv_));
-  LaunchSpec spec{argv_, env_, /*supervisor=*/true};
+  LaunchSpec spec;
+  spec.argv = argv_;
+  spec.env = env_;
+  spec.supervisor = true;
   RankOutput output = context_->console();
   bool timestamps = context_->config().prefix_timestamp;  // mpirun's --timestamp-output
   std::string err;

@@ -14,7 +14,7 @@
 
 #include <libssh2.h>
 
-#include "launcher/ssh/ssh_rank.h"
+#include "launcher/ssh/ssh_host.h"
 
 namespace etrun::launcher {
 
@@ -25,8 +25,6 @@ struct SshConnection {
   LIBSSH2_SESSION* ssh = nullptr;
 };
 
-// "ssh HOST:PORT": how messages name the target.
-std::string SshLabel(const SshTarget& target);
 
 // libssh2's last error on `session`; "unknown libssh2 error" when it has none.
 std::string SshSessionError(LIBSSH2_SESSION* session);

@@ -1,84 +1,62 @@
-// SshHost: one remote host's SSH connection, shared by every rank etrun runs there. A thread of
-// its own opens one libssh2 session (more only when the server's MaxSessions refuses another
-// channel), runs each rank's command on a channel of it, and writes the channel's stdout and
-// stderr straight into that rank's output pipes.
-//
-// A remote rank is still a local process to RankSet: a tiny stub (`etrun __ssh_rank`, see
-// ssh_rank.h) that connects to its host's SshHost over a unix socket, hands over its remote
-// command and its own stdout/stderr, and exits with the remote exit status once the SshHost
-// sends it. Signals, process groups, the guardian and exit codes work as for local ranks:
-//   SIGTERM/SIGINT to the stub  -> the channel gets EOF -> the remote wrapper stops the command;
-//   the stub killed (SIGKILL)   -> the SshHost closes the channel, with the same effect;
-//   etrun killed                -> the TCP connection drops, sshd closes every channel.
-// The socket is abstract (nothing on disk to leave behind) and refuses peers of other users.
-// A host that stops answering is declared lost after TCP_USER_TIMEOUT (keepalives keep data in
-// flight), so its ranks fail instead of hanging.
+// SshHost: one remote host's SSH connection (libssh2), carrying one exec channel: the command that
+// starts the host's agent (launcher/agent/agent.h), which runs every rank etrun puts there. A
+// thread of its own connects, runs the command and moves bytes between the channel and local
+// descriptors the launcher's loop reads and writes like any other stream:
+//   the channel's stdin and stdout <-> one end of a socket pair (SshStreams::data),
+//   the channel's stderr            --> a pipe (SshStreams::errors), where a failure to connect
+//                                       is written too, as one line.
+// When the launcher closes its end, the channel gets EOF (the agent stops its ranks and exits)
+// and the connection is closed; when the channel ends, the launcher's end reads EOF. SSH
+// keepalives keep data in flight, and TCP_USER_TIMEOUT ends a connection whose peer stopped
+// acknowledging; whether the host is alive is the agent's heartbeat's to say (agent_link.h).
+// Thread-safe: the owner's calls and the thread share only descriptors.
 #ifndef ETRUN_LAUNCHER_SSH_SSH_HOST_H_
 #define ETRUN_LAUNCHER_SSH_SSH_HOST_H_
 
 #include <atomic>
-#include <map>
 #include <memory>
 #include <string>
-#include <mutex>
 #include <thread>
-#include <vector>
-
-#include "launcher/ssh/ssh_rank.h"
 
 namespace etrun::launcher {
 
+struct SshTarget {
+  std::string host;
+  int port = 22;
+  std::string identity_file;   // -i; empty: ssh-agent, then ~/.ssh/id_{ed25519,ecdsa,rsa}
+  bool strict_host_keys = false;
+  int connect_timeout_s = 10;
+};
+
+// "ssh HOST:PORT": how messages name the target.
+std::string SshLabel(const SshTarget& target);
+
+// The launcher's ends of an SshHost's streams; the caller owns them.
+struct SshStreams {
+  int data = -1;    // read: the command's stdout; write: its stdin; close: EOF to it
+  int errors = -1;  // read: its stderr, and one line if the connection fails
+};
+
 class SshHost {
  public:
-  // Creates the unix socket stubs connect to and starts the host's thread. The SSH connection
-  // itself is made when the first rank asks for it. Returns null and sets *err when the socket
-  // cannot be created.
-  static std::unique_ptr<SshHost> Create(SshTarget target, std::string* err);
-  // Closes every channel (their remote commands are stopped) and the sessions, then joins.
+  // Starts the thread that connects to `target` and runs `command`. Returns null and sets *err
+  // when the local descriptors cannot be made.
+  static std::unique_ptr<SshHost> Start(const SshTarget& target, const std::string& command,
+                                        SshStreams* streams, std::string* err);
+  // Stops the thread: the channel gets EOF and the connection is closed.
   ~SshHost();
   SshHost(const SshHost&) = delete;
   SshHost& operator=(const SshHost&) = delete;
 
-  // The abstract socket name (without the leading NUL) for the stubs.
-  const std::string& socket_name() const { return socket_name_; }
-
-  // True from a failed connection attempt or a lost connection until the next one succeeds:
-  // the host's ranks failed because it cannot be reached, not because they crashed.
-  bool unreachable() const { return unreachable_->load(); }
-
-  // Runs `command` on the host over its connection, its output discarded; not waited for, best
-  // effort (fencing: ElasticPolicy). Any thread.
-  void RunDetached(const std::string& command);
+  // True once connecting failed or the connection was lost.
+  bool failed() const { return failed_->load(); }
 
  private:
-  explicit SshHost(SshTarget target);
-  struct State;  // owned by the thread while it runs
-  std::shared_ptr<std::atomic<bool>> unreachable_ = std::make_shared<std::atomic<bool>>(false);
-  SshTarget target_;
-  std::string socket_name_;
-  int listen_fd_ = -1;
-  int wake_fd_[2] = {-1, -1};  // on [1]: 'q' asks the thread to stop, 'c' to take `detached_`
-  std::shared_ptr<std::mutex> detached_mutex_ = std::make_shared<std::mutex>();
-  std::shared_ptr<std::vector<std::string>> detached_ = std::make_shared<std::vector<std::string>>();
-  std::unique_ptr<State> state_;
+  SshHost() = default;
+  struct Bridge;
+  std::shared_ptr<std::atomic<bool>> failed_ = std::make_shared<std::atomic<bool>>(false);
+  int wake_fd_[2] = {-1, -1};  // a byte on [1] stops the thread
   std::thread thread_;
-};
-
-// The SshHosts of one job, one per (host, port): ranks on the same host share its connection.
-class SshHosts {
- public:
-  // Sets *socket to the socket for `target`'s host, starting its SshHost on first use. Returns
-  // false and sets *err when it cannot be started.
-  bool SocketFor(const SshTarget& target, std::string* socket, std::string* err);
-
-  // Whether `host` (any port) is currently unreachable; see SshHost::unreachable.
-  bool Unreachable(const std::string& host) const;
-
-  // SshHost::RunDetached on `host`'s connections (any port) that exist; false when none does.
-  bool RunDetached(const std::string& host, const std::string& command);
-
- private:
-  std::map<std::string, std::unique_ptr<SshHost>> hosts_;
 };
 
 }  // namespace etrun::launcher

@@ -79,7 +79,9 @@ class ScriptedSource : public discovery::HostSource {
 // Every rank on another host says whether its host was unreachable as `unreachable` says.
 class FakeRemote : public RemoteStarter {
  public:
-  bool StubArgv(const RemoteRank&, std::vector<std::string>*, std::string* err) override {
+  void Attach(boost::asio::io_context*, RankHostEvents*) override {}
+  void Detach() override {}
+  bool Plan(const RemoteRank&, LaunchSpec*, std::string* err) override {
     *err = "not used";
     return false;
   }

@@ -11,9 +11,11 @@
 #include <boost/asio/io_context.hpp>
 #include <doctest/doctest.h>
 
+#include "launcher/agent/agent.h"
+#include "launcher/agent/agent_bootstrap.h"
+#include "launcher/agent/rank_command.h"
 #include "launcher/output_sink.h"
 #include "launcher/ssh/remote_shell.h"
-#include "launcher/ssh/ssh_starter.h"
 #include "tests/launcher/fake_spawner.h"
 
 namespace etrun::launcher {
@@ -24,6 +26,32 @@ uint32_t Ip(const char* text) {
   REQUIRE(inet_pton(AF_INET, text, &a) == 1);
   return ntohl(a.s_addr);
 }
+
+// A remote starter that plans as AgentStarter does (the agent's command, SSH_CONNECTION read over
+// SSH only) and records what it was asked; its one host starts nothing.
+class FakeRemote : public RemoteStarter, public RankHost {
+ public:
+  explicit FakeRemote(const JobConfig& config) : config_(config) {}
+  void Attach(boost::asio::io_context*, RankHostEvents*) override {}
+  void Detach() override {}
+  bool Plan(const RemoteRank& rank, LaunchSpec* spec, std::string*) override {
+    planned.push_back(rank);
+    spec->remote_host = this;
+    spec->remote_command = agent::RankCommand(rank, config_.remote_shell.empty() && rank.remote_shell.empty());
+    return true;
+  }
+  bool Unreachable(const std::string&, const ExitStatus&) const override { return false; }
+  bool RunDetached(const std::string&, const std::string&) override { return false; }
+  void StartRank(int id, const std::string&) override { started.push_back(id); }
+  void SignalRank(int, int) override {}
+  void Resume() override {}
+
+  std::vector<RemoteRank> planned;
+  std::vector<int> started;
+
+ private:
+  const JobConfig& config_;
+};
 
 // A launcher over fakes: this machine is "localhost" (and 127.0.0.1); 127.0.0.2 is another host.
 struct Fixture {
@@ -63,7 +91,7 @@ struct Fixture {
   FakeSpawner spawner;
   OutputSink sink;
   RankSet ranks{&io, &spawner, &sink, nullptr, std::chrono::milliseconds(100)};
-  SshStarter remote{config};
+  FakeRemote remote{config};
   discovery::HostDirectory hosts{{{"lo", {"127.0.0.1"}}}};
   rendezvous::AccessList access{{}, {}};
   events::EventLog events;
@@ -109,27 +137,33 @@ TEST_CASE("a started rank is announced with its pid and round, and its host admi
   CHECK(e["rank"] == 7);
   CHECK(e["host"] == "127.0.0.2");
   CHECK(e["round"] == 3);
-  CHECK(e["pid"] == FakeSpawner::kFirstPid);
+  CHECK(e["pid"].is_null());  // its host's agent runs it
+  REQUIRE(f.Launcher().Start(Fixture::Request("localhost", 8, 0), &id, &err));
+  CHECK(f.events.captured()[1]["pid"] == FakeSpawner::kFirstPid);
   CHECK(f.access.Allows(Ip("127.0.0.2")));
   CHECK(f.hosts.misses() == 0);  // nothing was looked up on the "loop"
 }
 
-TEST_CASE("a rank on another host runs the SSH stub with the exported environment") {
-  // Given 127.0.0.2, not this machine: the spawner gets etrun's stub with the remote command,
-  // which carries the slot's variables but not the launcher's CUDA_VISIBLE_DEVICES.
+TEST_CASE("a rank on another host is its agent's, with the exported environment") {
+  // Given 127.0.0.2, not this machine: the rank is planned on its host's agent with a command
+  // that carries the slot's variables but not the launcher's CUDA_VISIBLE_DEVICES; starting it
+  // asks that agent, not the spawner.
   Fixture f;
   f.environment.push_back("CUDA_VISIBLE_DEVICES=0,1");
   LaunchSpec spec;
   std::string err;
   REQUIRE(f.Launcher().Plan(Fixture::Request("127.0.0.2", 2, 0), &spec, &err));
-  REQUIRE(spec.argv.size() >= 2);
-  CHECK(spec.argv[1] == kSshRankMode);
-  std::string command = spec.argv.back();
+  CHECK(spec.remote_host == &f.remote);
+  const std::string& command = spec.remote_command;
   CHECK(command.find("'HOROVOD_RANK=2'") != std::string::npos);
   CHECK(command.find("'MINE=1'") != std::string::npos);
   CHECK(command.find("CUDA_VISIBLE_DEVICES") == std::string::npos);
   CHECK(command.find("'python3' 'train.py'") != std::string::npos);
-  CHECK(spec.env == f.environment);  // the stub's own environment is etrun's
+  int id = -1;
+  REQUIRE(f.Launcher().Start(Fixture::Request("127.0.0.2", 2, 0), &id, &err));
+  CHECK(f.remote.started == std::vector<int>{id});
+  CHECK(f.spawner.started.empty());
+  CHECK(f.ranks.active() == 1);
 }
 
 TEST_CASE("a remote rank is told to find its network there; a named interface is checked there") {
@@ -143,7 +177,7 @@ TEST_CASE("a remote rank is told to find its network there; a named interface is
   LaunchSpec spec;
   std::string err;
   REQUIRE(f.Launcher().Plan(request, &spec, &err));
-  std::string command = spec.argv.back();
+  std::string command = spec.remote_command;
   CHECK(command.find("SSH_CONNECTION") != std::string::npos);
   for (const char* v : {"HOROVOD_GLOO_RENDEZVOUS_ADDR=\"$a\"", "MASTER_ADDR=\"$a\"",
                         "HOROVOD_GLOO_IFACE=\"$i\"", "NCCL_SOCKET_IFNAME=\"$i\"",
@@ -154,7 +188,7 @@ TEST_CASE("a remote rank is told to find its network there; a named interface is
   f.environment.push_back("GLOO_SOCKET_IFNAME=ib0");
   request.run.master_is_launcher = false;
   REQUIRE(f.Launcher().Plan(request, &spec, &err));
-  command = spec.argv.back();
+  command = spec.remote_command;
   CHECK(command.find("export GLOO_SOCKET_IFNAME") == std::string::npos);
   CHECK(command.find("export MASTER_ADDR") == std::string::npos);
   CHECK(command.find("export HOROVOD_GLOO_IFACE") != std::string::npos);
@@ -162,7 +196,7 @@ TEST_CASE("a remote rank is told to find its network there; a named interface is
   f.config.network_interfaces = {"lo"};
   request.run.per_host = false;
   REQUIRE(f.Launcher().Plan(request, &spec, &err));
-  command = spec.argv.back();
+  command = spec.remote_command;
   CHECK(command.find("/proc/net/dev") != std::string::npos);
   CHECK(command.find("SSH_CONNECTION") == std::string::npos);
 }
@@ -223,26 +257,26 @@ TEST_CASE("rank directories are padded to the digits of np-1") {
 namespace etrun::launcher {
 namespace {
 
-TEST_CASE("with --remote-shell a rank on another host runs the command's stub, {host} quoted") {
+TEST_CASE("with --remote-shell a host's agent starts through the command, {host} quoted") {
+  // The one command per host: the template with the host quoted, running the bootstrap that
+  // finds (or receives) this build of etrun and runs it as the host's agent.
+  agent::AgentOptions options;
+  options.host = "127.0.0.2";
+  std::string bootstrap = agent::BootstrapCommand("/opt/etrun/bin/etrun", "abc123", 4096, options);
+  std::string line = RemoteShellCommand("kubectl exec -i {host} -n ns --", "127.0.0.2", bootstrap);
+  CHECK(line.starts_with("exec kubectl exec -i '127.0.0.2' -n ns -- sh -c '"));
+  CHECK(line.find("__agent-id") != std::string::npos);
+  CHECK(line.find("__agent --host") != std::string::npos);
+  CHECK(line.find("head -c 4096") != std::string::npos);
+  // A rank's own template (a node of another allocation) reaches the starter with the rank.
   Fixture f;
-  f.config.remote_shell = "kubectl exec -i {host} -n ns --";
+  RankRequest request = Fixture::Request("127.0.0.2", 2, 0);
+  request.remote_shell = "srun --overlap --nodelist={host}";
   LaunchSpec spec;
   std::string err;
-  REQUIRE(f.Launcher().Plan(Fixture::Request("127.0.0.2", 2, 0), &spec, &err));
-  REQUIRE(spec.argv.size() == 5);
-  CHECK(spec.argv[1] == kRemoteShellRankMode);
-  CHECK(spec.argv[2] == "127.0.0.2");
-  CHECK(spec.argv[3].starts_with("exec kubectl exec -i '127.0.0.2' -n ns -- sh -c 'cd "));
-  CHECK(spec.argv[3].find("HOROVOD_RANK=2") != std::string::npos);
-  CHECK(spec.argv[4] == "status");  // kubectl passes the exit status on
-  f.config.remote_shell = "srun --overlap --nodelist={host}";
-  LaunchSpec through_srun;
-  REQUIRE(f.Launcher().Plan(Fixture::Request("127.0.0.2", 2, 0), &through_srun, &err));
-  REQUIRE(through_srun.argv.size() == 5);
-  // srun does not when its node fails; lost after 3 s; a SIGTERM from Slurm stops the job.
-  CHECK(through_srun.argv[4] == "record:3:term");
-  CHECK(through_srun.argv[3].find("etrun-exit") != std::string::npos);
-  CHECK(f.remote.hosts().Unreachable("127.0.0.2") == false);  // no SSH connection was made
+  REQUIRE(f.Launcher().Plan(request, &spec, &err));
+  REQUIRE(f.remote.planned.size() == 1);
+  CHECK(f.remote.planned[0].remote_shell == "srun --overlap --nodelist={host}");
   std::string unused;
   CHECK(CheckRemoteShell("ssh -p 2222 {host}", &unused));
   CHECK_FALSE(CheckRemoteShell("kubectl exec -i pod --", &unused));

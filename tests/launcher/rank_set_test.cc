@@ -42,8 +42,17 @@ std::string ReadAll(FILE* f) {
   return out;
 }
 
+LaunchSpec Command(std::vector<std::string> argv) {
+  LaunchSpec spec;
+  spec.argv = std::move(argv);
+  return spec;
+}
+
 LaunchSpec Shell(const std::string& script) {
-  return {{"/bin/sh", "-c", script}, {"PATH=/usr/bin:/bin"}};
+  LaunchSpec spec;
+  spec.argv = {"/bin/sh", "-c", script};
+  spec.env = {"PATH=/usr/bin:/bin"};
+  return spec;
 }
 
 // Whether `text` has been written to f's file yet. Reads with pread: the OutputSink's writer
@@ -236,7 +245,7 @@ TEST_CASE("a command that cannot be executed is reported by AwaitExecs, not sile
   RankSet ranks(&io, &spawner, &sink, nullptr, std::chrono::milliseconds(100));
   std::string err;
   // A directory on PATH resolution passes stat but fails exec.
-  CHECK_FALSE(ranks.Start(0, "localhost", {{"/nonexistent/prog"}, {}}, o, &err));
+  CHECK_FALSE(ranks.Start(0, "localhost", Command({"/nonexistent/prog"}), o, &err));
   CHECK(err == "cannot run '/nonexistent/prog': no such file");
 }
 
@@ -252,7 +261,7 @@ TEST_CASE("a rank etrun has no descriptors left for fails with EMFILE in start_e
   o.console_err = o.console_out;
   RankSet ranks(&io, &spawner, &sink, nullptr, std::chrono::milliseconds(100));
   std::string err;
-  CHECK_FALSE(ranks.Start(0, "localhost", {{"/nonexistent/prog"}, {}}, o, &err));
+  CHECK_FALSE(ranks.Start(0, "localhost", Command({"/nonexistent/prog"}), o, &err));
   CHECK(ranks.start_errno() == 0);
 
   struct rlimit saved;

@@ -1,5 +1,5 @@
-// The remote wrapper's network part (ssh_rank.h's RemoteCommand with HostNetwork), run for real
-// under sh and awk on this machine, as a remote host would run it.
+// A rank's command as its host's agent runs it (rank_command.h's RankCommand with HostNetwork),
+// run for real under sh and awk on this machine, as a remote host would run it.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,10 +11,9 @@
 
 #include <doctest/doctest.h>
 
-#include "launcher/ssh/remote_shell.h"
-#include "launcher/ssh/ssh_rank.h"
+#include "launcher/agent/rank_command.h"
 
-namespace etrun::launcher {
+namespace etrun::launcher::agent {
 namespace {
 
 struct Run {
@@ -32,8 +31,7 @@ std::string ReadAll(int fd) {
   return text;
 }
 
-// Runs `argv` with exactly `env`, its stdin a pipe held open until it has written everything
-// (the wrapper stops its command when stdin closes, as when the SSH channel does).
+// Runs `argv` with exactly `env`, its stdin a pipe held open until it has written everything.
 Run Execute(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   int in[2], out[2], err[2];
   REQUIRE(pipe(in) == 0);
@@ -67,7 +65,7 @@ Run Execute(const std::vector<std::string>& argv, const std::vector<std::string>
   return run;
 }
 
-// A rank printing what it was told, through the wrapper as `sh -c <remote command>`.
+// A rank printing what it was told, run as its agent runs it: `sh -c <its command>`.
 Run RunRank(const HostNetwork& network, bool ssh_connection, const std::string& ssh_env) {
   RemoteRank rank;
   rank.host = "h1";
@@ -78,7 +76,7 @@ Run RunRank(const HostNetwork& network, bool ssh_connection, const std::string& 
   rank.network = network;
   std::vector<std::string> env = {"PATH=/usr/bin:/bin"};
   if (!ssh_env.empty()) env.push_back("SSH_CONNECTION=" + ssh_env);
-  return Execute({"/bin/sh", "-c", RemoteCommand(rank, ssh_connection)}, env);
+  return Execute({"/bin/sh", "-c", RankCommand(rank, ssh_connection)}, env);
 }
 
 HostNetwork Resolving(const std::string& launcher_address) {
@@ -151,34 +149,23 @@ TEST_CASE("a host with no route to the launcher, or without the named interface,
   CHECK(RunRank(named, true, "").out == "127.0.0.1 br-launcher 127.0.0.1 yes\n");
 }
 
-// What a stub passes on of a recorded stderr, and the records it found.
-std::string WithoutRecords(const std::string& err, ExitRecordFilter* filter) {
-  return filter->Feed(err) + filter->Finish();
-}
-
-TEST_CASE("a rank with records says it is alive and ends its stderr with its exit status") {
+TEST_CASE("a rank's command runs in its directory with its environment over the login's") {
   RemoteRank rank;
   rank.host = "h1";
-  rank.cwd = "/";
-  rank.exit_record = true;
-  rank.argv = {"sh", "-c", "echo out; printf 'no newline' >&2; exit 3"};
-  Run r = Execute({"/bin/sh", "-c", RemoteCommand(rank, false)}, {"PATH=/usr/bin:/bin"});
+  rank.cwd = "/tmp";
+  rank.env = {"GIVEN=it's here", "LOGIN=replaced"};
+  rank.argv = {"sh", "-c", "echo \"$(pwd) $GIVEN $LOGIN $FROM_LOGIN\"; printf 'no newline' >&2; exit 3"};
+  Run r = Execute({"/bin/sh", "-c", RankCommand(rank, false)},
+                  {"PATH=/usr/bin:/bin", "LOGIN=login", "FROM_LOGIN=kept"});
   CHECK(r.code == 3);
-  CHECK(r.out == "out\n");
-  CHECK(r.err.ends_with(std::string(kExitRecord) + "3\n"));
-  ExitRecordFilter filter;
-  CHECK(WithoutRecords(r.err, &filter) == "no newline");
-  CHECK(filter.code() == 3);
-  rank.argv = {"sleep", "2.5"};  // one alive record a second
-  r = Execute({"/bin/sh", "-c", RemoteCommand(rank, false)}, {"PATH=/usr/bin:/bin"});
+  CHECK(r.out == "/tmp it's here replaced kept\n");
+  CHECK(r.err == "no newline");
+  rank.cwd = "/no/such/dir";  // the cd fails quietly: the rank runs where the login left it
+  rank.argv = {"true"};
+  r = Execute({"/bin/sh", "-c", RankCommand(rank, false)}, {"PATH=/usr/bin:/bin"});
   CHECK(r.code == 0);
-  ExitRecordFilter slept;
-  CHECK(WithoutRecords(r.err, &slept) == "");
-  CHECK(slept.code() == 0);
-  CHECK(slept.alive() >= 2);
-  rank.exit_record = false;  // over SSH the status travels with the channel
-  CHECK(Execute({"/bin/sh", "-c", RemoteCommand(rank, false)}, {"PATH=/usr/bin:/bin"}).err == "");
+  CHECK(r.err == "");
 }
 
 }  // namespace
-}  // namespace etrun::launcher
+}  // namespace etrun::launcher::agent

@@ -1,0 +1,365 @@
+#include "launcher/agent/agent.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <openssl/evp.h>
+
+#include "launcher/agent/wire.h"
+#include "launcher/child.h"
+#include "launcher/guardian.h"
+#include "launcher/output_sink.h"
+#include "launcher/rank_set.h"
+
+namespace etrun::launcher::agent {
+
+namespace asio = boost::asio;
+
+namespace {
+
+std::string Hex(const unsigned char* p, size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out += kDigits[p[i] >> 4];
+    out += kDigits[p[i] & 15];
+  }
+  return out;
+}
+
+// The executable's NT_GNU_BUILD_ID note, in hex; "" when it has none.
+std::string BuildId() {
+  std::string id;
+  dl_iterate_phdr(
+      [](struct dl_phdr_info* info, size_t, void* data) -> int {
+        auto* out = static_cast<std::string*>(data);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+          const char* end = p + ph.p_memsz;
+          while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
+            const char* name = p + sizeof(ElfW(Nhdr));
+            const char* desc = name + ((note->n_namesz + 3) & ~3u);
+            if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
+                desc + note->n_descsz <= end) {
+              *out = Hex(reinterpret_cast<const unsigned char*>(desc), note->n_descsz);
+              return 1;
+            }
+            p = desc + ((note->n_descsz + 3) & ~3u);
+          }
+        }
+        return 1;  // the first object is the executable: stop either way
+      },
+      &id);
+  return id;
+}
+
+std::string FileSha256(const char* path) {
+  FILE* f = fopen(path, "rb");
+  if (f == nullptr) return "unknown";
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), f)) > 0) EVP_DigestUpdate(ctx, buffer, n);
+  fclose(f);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(ctx, digest, &length);
+  EVP_MD_CTX_free(ctx);
+  return Hex(digest, length);
+}
+
+// Wraps each piece of a rank's output into a frame for the launcher (RankOutput::framer).
+class FrameFramer : public LineFramer {
+ public:
+  FrameFramer(char op, uint32_t id) : op_(op), id_(id) {}
+  void Feed(std::string_view data, const Emit& emit) override {
+    frame_.clear();
+    AppendFrame(&frame_, op_, id_, data);
+    emit(frame_);
+  }
+  void Finish(const Emit&) override {}
+
+ private:
+  char op_;
+  uint32_t id_;
+  std::string frame_;
+};
+
+class Agent {
+ public:
+  explicit Agent(const AgentOptions& options) : options_(options) {}
+
+  int Run() {
+    std::string err;
+    // The guardian forks while the agent has no other thread.
+    if (!guardian_.Start(&err)) fprintf(stderr, "etrun agent on %s: %s\n", options_.host.c_str(), err.c_str());
+    signal(SIGPIPE, SIG_IGN);
+    sink_ = std::make_unique<OutputSink>();
+    out_ = sink_->AddDestination(STDOUT_FILENO, false, "the launcher");
+    ranks_ = std::make_unique<RankSet>(&io_, &spawner_, sink_.get(), &guardian_,
+                                       std::chrono::milliseconds(static_cast<int>(options_.grace_s * 1000)));
+    ranks_->set_on_finished([this] { OnFinished(); });
+    environment_ = CurrentEnvironment();
+    int in = dup(STDIN_FILENO);
+    fcntl(in, F_SETFL, O_NONBLOCK);
+    input_.emplace(io_, in);
+    std::string hello = std::string(kHelloLine) + AgentId() + "\n";
+    AppendFrame(&hello, kFacts, 0, Facts());
+    sink_->Append(out_, hello);
+    last_heard_ = std::chrono::steady_clock::now();
+    signals_.async_wait([this](const boost::system::error_code& ec, int sig) { OnSignal(ec, sig); });
+    Read();
+    Tick();
+    io_.run();
+    ranks_.reset();
+    sink_.reset();
+    guardian_.Dismiss();
+    return 0;
+  }
+
+ private:
+  std::string Facts() const {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    return "hostname=" + std::string(name) + "\npid=" + std::to_string(getpid()) + "\n";
+  }
+
+  void Read() {
+    input_->async_read_some(asio::buffer(buffer_, sizeof(buffer_)),
+                            [this](const boost::system::error_code& ec, size_t n) {
+                              if (n > 0) {
+                                last_heard_ = std::chrono::steady_clock::now();
+                                bool ok = reader_.Feed({buffer_, n}, [this](Frame& f) { OnFrame(f); });
+                                std::string err;
+                                if (!ranks_->AwaitExecs(&err)) Say(err);
+                                if (!ok) return Stop("the launcher's stream is not etrun's");
+                              }
+                              if (ec) return Stop("");
+                              Read();
+                            });
+  }
+
+  void OnFrame(Frame& f) {
+    if (stopping_) return;
+    switch (f.op) {
+      case kStart: return StartRank(f.id, f.data);
+      case kSignal: {
+        auto it = ids_.find(f.id);
+        int sig = atoi(f.data.c_str());
+        if (it != ids_.end() && sig > 0) ranks_->Signal(it->second, sig);
+        return;
+      }
+      case kRun: return RunDetached(f.data);
+      case kPing: return;
+      default: return Stop("unknown request from the launcher");
+    }
+  }
+
+  void StartRank(uint32_t id, const std::string& command) {
+    LaunchSpec spec;
+    spec.argv = {"/bin/sh", "-c", command};
+    spec.env = environment_;
+    RankOutput output;
+    output.console_out = out_;
+    output.console_err = out_;
+    output.framer = [id](bool is_stderr) -> std::unique_ptr<LineFramer> {
+      return std::make_unique<FrameFramer>(is_stderr ? kStderr : kStdout, id);
+    };
+    std::string err;
+    int set_id = -1;
+    if (!ranks_->Start(static_cast<int>(id), options_.host, spec, output, &err, &set_id)) {
+      std::string frames;
+      AppendFrame(&frames, kStderr, id, "etrun: error: agent on " + options_.host + ": " + err + "\n");
+      AppendFrame(&frames, kExit, id, ExitText(ExitStatus::Exited(kExitCommandNotFound)));
+      sink_->Append(out_, frames);
+      return;
+    }
+    ids_[id] = set_id;
+    launcher_ids_[set_id] = id;
+  }
+
+  static void RunDetached(const std::string& command) {
+    pid_t child = fork();
+    if (child < 0) return;
+    if (child == 0) {
+      if (fork() == 0) {
+        setsid();
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+          dup2(null, 0);
+          dup2(null, 1);
+          dup2(null, 2);
+        }
+        execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      _exit(0);
+    }
+    int status;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+
+  void OnFinished() {
+    RankSet::Finished f;
+    std::string frames;
+    while (ranks_->NextFinished(&f)) {
+      auto it = launcher_ids_.find(f.id);
+      if (it == launcher_ids_.end()) continue;
+      AppendFrame(&frames, kExit, it->second, ExitText(f.status));
+      ids_.erase(it->second);
+      launcher_ids_.erase(it);
+    }
+    if (!frames.empty()) sink_->Append(out_, frames);
+    MaybeDone();
+  }
+
+  void OnSignal(const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    if (sig == SIGCHLD) {
+      ranks_->Reap();
+    } else if (sig == SIGTERM) {
+      std::string frame;
+      AppendFrame(&frame, kTerm, 0, "");
+      sink_->Append(out_, frame);
+    } else {
+      Stop("");
+    }
+    if (!done_) signals_.async_wait([this](const boost::system::error_code& e, int s) { OnSignal(e, s); });
+  }
+
+  void Tick() {
+    timer_.expires_after(std::chrono::seconds(1));
+    timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || done_) return;
+      std::string frame;
+      AppendFrame(&frame, kAlive, 0, "");
+      sink_->Append(out_, frame);
+      auto silent = std::chrono::steady_clock::now() - last_heard_;
+      if (!stopping_ && silent > std::chrono::duration<double>(options_.launcher_timeout_s)) {
+        Stop("nothing from the launcher for " + std::to_string(options_.launcher_timeout_s) + " s");
+      }
+      Tick();
+    });
+  }
+
+  // The launcher is gone (or asked nothing of sense): stop the ranks and exit.
+  void Stop(const std::string& why) {
+    if (!why.empty()) Say(why + "; stopping its ranks");
+    if (stopping_) return MaybeDone();
+    stopping_ = true;
+    input_->close();
+    ranks_->SignalAll(SIGTERM);
+    kill_timer_.expires_after(std::chrono::milliseconds(static_cast<int>(options_.grace_s * 1000)));
+    kill_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) ranks_->SignalAll(SIGKILL);
+    });
+    MaybeDone();
+  }
+
+  void MaybeDone() {
+    if (!stopping_ || done_ || ranks_->active() > 0) return;
+    done_ = true;
+    io_.stop();
+  }
+
+  void Say(const std::string& what) {
+    fprintf(stderr, "etrun agent on %s: %s\n", options_.host.c_str(), what.c_str());
+  }
+
+  AgentOptions options_;
+  asio::io_context io_;
+  asio::signal_set signals_{io_, SIGCHLD, SIGTERM, SIGINT};
+  asio::steady_timer timer_{io_};
+  asio::steady_timer kill_timer_{io_};
+  Guardian guardian_;
+  LocalSpawner spawner_;
+  std::unique_ptr<OutputSink> sink_;
+  int out_ = -1;
+  std::unique_ptr<RankSet> ranks_;
+  std::vector<std::string> environment_;
+  std::optional<asio::posix::stream_descriptor> input_;
+  char buffer_[1 << 16];
+  FrameReader reader_;
+  std::map<uint32_t, int> ids_;           // launcher id -> RankSet id
+  std::map<int, uint32_t> launcher_ids_;  // and back
+  std::chrono::steady_clock::time_point last_heard_;
+  bool stopping_ = false;
+  bool done_ = false;
+};
+
+bool ParseSeconds(const char* text, double* out) {
+  char* end = nullptr;
+  double v = strtod(text, &end);
+  if (end == text || *end != '\0' || !(v > 0) || v > 86400) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+const std::string& AgentId() {
+  static const std::string id = [] {
+    std::string build = BuildId();
+    return build.empty() ? FileSha256("/proc/self/exe") : build;
+  }();
+  return id;
+}
+
+bool ParseAgentArgs(int argc, char** argv, AgentOptions* options, std::string* err) {
+  for (int i = 0; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      *err = "missing value of " + flag;
+      return false;
+    }
+    const char* value = argv[++i];
+    if (flag == "--host") {
+      options->host = value;
+    } else if (flag == "--launcher-timeout") {
+      if (!ParseSeconds(value, &options->launcher_timeout_s)) {
+        *err = "bad --launcher-timeout";
+        return false;
+      }
+    } else if (flag == "--grace") {
+      if (!ParseSeconds(value, &options->grace_s)) {
+        *err = "bad --grace";
+        return false;
+      }
+    } else {
+      *err = "unknown argument " + flag;
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string AgentArgs(const AgentOptions& options) {
+  char timeout[32], grace[32];
+  snprintf(timeout, sizeof(timeout), "%g", options.launcher_timeout_s);
+  snprintf(grace, sizeof(grace), "%g", options.grace_s);
+  return "--host " + ShellQuote(options.host) + " --launcher-timeout " + timeout + " --grace " + grace;
+}
+
+int RunAgent(const AgentOptions& options) { return Agent(options).Run(); }
+
+}  // namespace etrun::launcher::agent

@@ -1,0 +1,360 @@
+#include "launcher/agent/agent_link.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace etrun::launcher::agent {
+
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr size_t kMaxPreamble = 1 << 20;  // a login that prints more is not reaching an agent
+constexpr size_t kErrorLinesKept = 4;
+
+}  // namespace
+
+std::shared_ptr<const std::string> AgentImage::Bytes() {
+  if (bytes_ != nullptr) return bytes_;
+  auto bytes = std::make_shared<std::string>();
+  if (FILE* f = fopen(path.c_str(), "rb")) {
+    char chunk[1 << 16];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) bytes->append(chunk, n);
+    fclose(f);
+  }
+  bytes_ = std::move(bytes);
+  return bytes_;
+}
+
+AgentLink::AgentLink(asio::io_context* io, RankHostEvents* events, Options options)
+    : io_(io), events_(events), options_(std::move(options)), timer_(*io), reap_timer_(*io) {}
+
+AgentLink::~AgentLink() {
+  alive_.reset();
+  timer_.cancel();
+  reap_timer_.cancel();
+  CloseStreams();
+  if (pid_ > 0) {
+    kill(-pid_, SIGKILL);
+    int status;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+void AgentLink::Begin(AgentTransport transport) {
+  for (int fd : {transport.to_agent, transport.from_agent, transport.agent_stderr}) {
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+  to_.emplace(*io_, transport.to_agent);
+  from_.emplace(*io_, transport.from_agent);
+  if (transport.agent_stderr >= 0) err_.emplace(*io_, transport.agent_stderr);
+  pid_ = transport.pid;
+  state_ = State::kStarting;
+  began_ = std::chrono::steady_clock::now();
+  Read();
+  if (err_) ReadStderr();
+  Tick();
+}
+
+void AgentLink::Fail(const std::string& why) { Lose(why); }
+
+void AgentLink::StartRank(int id, const std::string& command) {
+  if (state_ == State::kLost || state_ == State::kClosed) {
+    std::string line = "etrun: error: " + options_.label + ": " + lost_why();
+    events_->OnRemoteOutput(id, true, line + "\n");
+    events_->OnRemoteExit(id, ExitStatus::Exited(kHostLost));
+    return;
+  }
+  live_.insert(id);
+  std::string frame;
+  AppendFrame(&frame, kStart, static_cast<uint32_t>(id), command);
+  Send(std::move(frame));
+}
+
+void AgentLink::SignalRank(int id, int sig) {
+  if (live_.count(id) == 0) return;
+  std::string frame;
+  AppendFrame(&frame, kSignal, static_cast<uint32_t>(id), std::to_string(sig));
+  Send(std::move(frame));
+}
+
+bool AgentLink::RunDetached(const std::string& command) {
+  if (state_ != State::kUp) return false;
+  std::string frame;
+  AppendFrame(&frame, kRun, 0, command);
+  Send(std::move(frame));
+  return true;
+}
+
+void AgentLink::Resume() {
+  if (!paused_) return;
+  paused_ = false;
+  if (!reading_ && from_) Read();
+}
+
+void AgentLink::Read() {
+  if (!from_ || reading_) return;
+  reading_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  from_->async_read_some(asio::buffer(buffer_, sizeof(buffer_)),
+                         [this, alive](const boost::system::error_code& ec, size_t n) {
+                           if (!alive.lock()) return;
+                           reading_ = false;
+                           if (ec == asio::error::operation_aborted) return;
+                           if (n > 0) OnData(buffer_, n);
+                           if (state_ == State::kLost || state_ == State::kClosed) return;
+                           if (ec) {
+                             std::string why = state_ == State::kUp ? "the agent's connection closed"
+                                                                     : "the agent did not start";
+                             if (!last_errors_.empty()) why += ": " + last_errors_.back();
+                             return Lose(why);
+                           }
+                           if (!paused_) Read();
+                         });
+}
+
+void AgentLink::OnData(const char* data, size_t n) {
+  if (state_ == State::kStarting) return OnPreamble(data, n);
+  last_heard_ = std::chrono::steady_clock::now();
+  if (!reader_.Feed({data, n}, [this](Frame& f) { OnFrame(f); })) {
+    Lose("the agent's stream is garbled");
+  }
+}
+
+void AgentLink::OnPreamble(const char* data, size_t n) {
+  preamble_.append(data, n);
+  size_t start = 0;
+  while (state_ == State::kStarting) {
+    size_t end = preamble_.find('\n', start);
+    if (end == std::string::npos) break;
+    std::string_view line(preamble_.data() + start, end - start);
+    start = end + 1;
+    if (line.starts_with(kHelloLine)) {
+      std::string id(line.substr(sizeof(kHelloLine) - 1));
+      if (options_.image != nullptr && id != options_.image->id) {
+        spdlog::debug("{}: the agent there is build {} (this etrun is {})", options_.host, id,
+                      options_.image->id);
+      }
+      state_ = State::kUp;
+      last_heard_ = std::chrono::steady_clock::now();
+      spdlog::debug("{}: agent up after {:.3f} s", options_.host,
+                    std::chrono::duration<double>(last_heard_ - began_).count());
+      std::string rest = preamble_.substr(start);
+      preamble_.clear();
+      preamble_.shrink_to_fit();
+      Flush();
+      if (!rest.empty()) OnData(rest.data(), rest.size());
+      return;
+    }
+    if (line.starts_with(kNeedLine)) {
+      if (options_.image == nullptr) return Lose("no etrun agent on the host");
+      spdlog::debug("{}: no usable etrun there; sending this one", options_.host);
+      SendImage();
+      continue;
+    }
+    spdlog::debug("{} login: {}", options_.host, line);
+  }
+  preamble_.erase(0, start);
+  if (preamble_.size() > kMaxPreamble) Lose("no etrun agent answered (the login printed 1 MB)");
+}
+
+void AgentLink::OnFrame(Frame& f) {
+  if (state_ != State::kUp) return;
+  int id = static_cast<int>(f.id);
+  switch (f.op) {
+    case kStdout:
+    case kStderr:
+      if (live_.count(id) != 0 && !events_->OnRemoteOutput(id, f.op == kStderr, f.data)) paused_ = true;
+      return;
+    case kExit: {
+      ExitStatus status;
+      if (live_.erase(id) == 0) return;
+      if (!ParseExitText(f.data, &status)) status = ExitStatus::Exited(kHostLost);
+      events_->OnRemoteExit(id, status);
+      return;
+    }
+    case kFacts:
+      facts_ = f.data;
+      return;
+    case kAlive:
+      return;
+    case kTerm:
+      spdlog::debug("{}: the agent got SIGTERM", options_.host);
+      if (options_.pass_term) kill(getpid(), SIGTERM);
+      return;
+    default:
+      return Lose(fmt::format("the agent sent an unknown frame ({:d})", static_cast<int>(f.op)));
+  }
+}
+
+void AgentLink::ReadStderr() {
+  std::weak_ptr<bool> alive = alive_;
+  err_->async_read_some(asio::buffer(err_buffer_, sizeof(err_buffer_)),
+                        [this, alive](const boost::system::error_code& ec, size_t n) {
+                          if (!alive.lock() || ec == asio::error::operation_aborted) return;
+                          for (size_t i = 0; i < n; ++i) {
+                            char c = err_buffer_[i];
+                            if (c != '\n') {
+                              if (err_line_.size() < 4096) err_line_ += c;
+                              continue;
+                            }
+                            spdlog::debug("{} stderr: {}", options_.host, err_line_);
+                            if (!err_line_.empty()) last_errors_.push_back(std::move(err_line_));
+                            if (last_errors_.size() > kErrorLinesKept) last_errors_.pop_front();
+                            err_line_.clear();
+                          }
+                          if (ec) {
+                            if (!err_line_.empty()) last_errors_.push_back(std::move(err_line_));
+                            return;
+                          }
+                          ReadStderr();
+                        });
+}
+
+void AgentLink::Send(std::string bytes) {
+  outgoing_ += bytes;
+  Flush();
+}
+
+void AgentLink::SendImage() {
+  image_bytes_ = options_.image->Bytes();
+  if (image_bytes_->empty()) return Lose("cannot read " + options_.image->path + " to send it");
+  image_queued_ = true;
+  Flush();
+}
+
+void AgentLink::Flush() {
+  if (writing_ || !to_) return;
+  std::weak_ptr<bool> alive = alive_;
+  auto done = [this, alive](const boost::system::error_code& ec, size_t) {
+    if (!alive.lock()) return;
+    writing_ = false;
+    if (ec) {
+      // The read side sees the stream end and says why; nothing more can be sent.
+      outgoing_.clear();
+      image_queued_ = false;
+      return;
+    }
+    Flush();
+  };
+  if (image_queued_) {
+    image_queued_ = false;
+    writing_ = true;
+    asio::async_write(*to_, asio::buffer(*image_bytes_), [this, done, image = image_bytes_](
+                                                              const boost::system::error_code& ec, size_t n) {
+      image_bytes_.reset();
+      done(ec, n);
+    });
+    return;
+  }
+  // Frames wait until the agent runs (what comes before it is the bootstrap's input).
+  if (state_ != State::kUp || outgoing_.empty()) return;
+  in_flight_.clear();
+  in_flight_.swap(outgoing_);
+  writing_ = true;
+  asio::async_write(*to_, asio::buffer(in_flight_), done);
+}
+
+void AgentLink::Tick() {
+  timer_.expires_after(std::chrono::seconds(1));
+  std::weak_ptr<bool> alive = alive_;
+  timer_.async_wait([this, alive](const boost::system::error_code& ec) {
+    if (ec || !alive.lock()) return;
+    auto now = std::chrono::steady_clock::now();
+    if (state_ == State::kStarting &&
+        now - began_ > std::chrono::duration<double>(options_.start_timeout_s)) {
+      return Lose(fmt::format("etrun's agent did not start within {:g} s", options_.start_timeout_s));
+    }
+    if (state_ == State::kUp) {
+      if (now - last_heard_ > std::chrono::duration<double>(options_.lost_after_s)) {
+        return Lose(fmt::format("connection lost: no answer for {:g} s (--lost-host-timeout)",
+                                options_.lost_after_s));
+      }
+      std::string frame;
+      AppendFrame(&frame, kPing, 0, "");
+      Send(std::move(frame));
+    }
+    if (state_ == State::kStarting || state_ == State::kUp) Tick();
+  });
+}
+
+void AgentLink::Lose(const std::string& why) {
+  if (state_ == State::kLost || state_ == State::kClosed) return;
+  state_ = State::kLost;
+  why_ = why;
+  lost_at_ = std::chrono::steady_clock::now();
+  spdlog::debug("{}: {}", options_.label, why);
+  timer_.cancel();
+  CloseStreams();
+  if (pid_ > 0) {
+    kill(-pid_, SIGKILL);  // a remote shell that still runs would hold nothing of use
+    ReapLater(0);
+  }
+  std::set<int> live;
+  live.swap(live_);
+  std::string line = "etrun: error: " + options_.label + ": " + why + "\n";
+  for (int id : live) {
+    events_->OnRemoteOutput(id, true, line);
+    events_->OnRemoteExit(id, ExitStatus::Exited(kHostLost));
+  }
+}
+
+void AgentLink::CloseStreams() {
+  boost::system::error_code ignored;
+  if (to_) to_->close(ignored);
+  if (from_) from_->close(ignored);
+  if (err_) err_->close(ignored);
+  to_.reset();
+  from_.reset();
+  err_.reset();
+}
+
+void AgentLink::ReapLater(int attempts) {
+  int status;
+  pid_t got = waitpid(pid_, &status, WNOHANG);
+  if (got == pid_ || (got < 0 && errno == ECHILD)) {
+    pid_ = -1;
+    return;
+  }
+  if (attempts == 20) kill(-pid_, SIGKILL);
+  reap_timer_.expires_after(std::chrono::milliseconds(100));
+  std::weak_ptr<bool> alive = alive_;
+  reap_timer_.async_wait([this, alive, attempts](const boost::system::error_code& ec) {
+    if (!ec && alive.lock()) ReapLater(attempts + 1);
+  });
+}
+
+void AgentLink::Close(std::chrono::milliseconds wait) {
+  if (state_ == State::kClosed) return;
+  state_ = State::kClosed;
+  timer_.cancel();
+  reap_timer_.cancel();
+  CloseStreams();  // EOF: the agent stops what still runs and exits
+  if (pid_ <= 0) return;
+  auto until = std::chrono::steady_clock::now() + wait;
+  int status;
+  while (true) {
+    pid_t got = waitpid(pid_, &status, WNOHANG);
+    if (got == pid_ || (got < 0 && errno != EINTR)) break;
+    if (std::chrono::steady_clock::now() >= until) {
+      kill(-pid_, SIGKILL);
+      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    usleep(10000);
+  }
+  pid_ = -1;
+}
+
+}  // namespace etrun::launcher::agent

@@ -1,0 +1,150 @@
+// AgentLink: the launcher's end of one remote host's agent (agent.h), over whatever carries the
+// agent's stdin, stdout and stderr (an SSH channel, a --remote-shell command, a Slurm step:
+// AgentTransport). It is that host's RankHost: ranks to start and signals become frames to the
+// agent; the agent's frames become each rank's output and exit (RankHostEvents). Before the
+// agent runs, the stream is the login's text: the link skips it to the agent's marker line, and
+// when the bootstrap says the host has no usable agent it sends the launcher's own binary
+// (agent_bootstrap.h) over the same stream.
+// Liveness: once the agent is up, a link that hears nothing from it for --lost-host-timeout takes
+// the host for lost (the clock starts when the agent is up, not while a login runs the user's rc
+// files); it pings the agent every second so that an agent that loses its launcher stops its
+// ranks. A lost link, or one whose stream closes, ends every rank it still runs with exit code
+// 255 (kHostLost) and a line on the rank's stderr saying why. Loop thread only.
+#ifndef ETRUN_LAUNCHER_AGENT_AGENT_LINK_H_
+#define ETRUN_LAUNCHER_AGENT_AGENT_LINK_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "launcher/agent/wire.h"
+#include "launcher/remote_starter.h"
+
+namespace etrun::launcher::agent {
+
+// The exit code of a rank whose host was lost or could not be reached (ssh's convention).
+inline constexpr int kHostLost = 255;
+
+// The byte streams to one agent. The link owns the descriptors from Begin on.
+struct AgentTransport {
+  int to_agent = -1;      // its stdin (write end)
+  int from_agent = -1;    // its stdout (read end)
+  int agent_stderr = -1;  // its stderr and the login's (read end); -1: none
+  pid_t pid = -1;         // a local process that carries them (a remote shell), reaped by the link
+};
+
+// The binary the launcher brings to hosts that have no usable agent: its own.
+struct AgentImage {
+  std::string path;  // this executable
+  std::string id;    // AgentId()
+  // Its bytes, read on first need and shared by every link that sends them.
+  std::shared_ptr<const std::string> Bytes();
+
+ private:
+  std::shared_ptr<const std::string> bytes_;
+};
+
+class AgentLink : public RankHost {
+ public:
+  struct Options {
+    std::string host;
+    std::string label;           // how the host is reached, for messages: "ssh h1:22"
+    double lost_after_s = 3;     // --lost-host-timeout, from the agent's start
+    double start_timeout_s = 60; // until the agent is up
+    bool pass_term = false;      // a SIGTERM the agent got is raised here (Slurm signalled it)
+    AgentImage* image = nullptr; // sent when the host has none; null: never
+  };
+
+  AgentLink(boost::asio::io_context* io, RankHostEvents* events, Options options);
+  ~AgentLink() override;
+  AgentLink(const AgentLink&) = delete;
+  AgentLink& operator=(const AgentLink&) = delete;
+
+  // Starts talking over `transport`.
+  void Begin(AgentTransport transport);
+  // The transport could not be started: the link is lost with `why` from the start.
+  void Fail(const std::string& why);
+
+  // RankHost.
+  void StartRank(int id, const std::string& command) override;
+  void SignalRank(int id, int sig) override;
+  void Resume() override;
+
+  // Runs `command` detached there (fencing). False when the agent is not up.
+  bool RunDetached(const std::string& command);
+
+  // Closes the stream (the agent stops what still runs and exits) and reaps the transport's
+  // process, waiting for it at most `wait`, then killing it.
+  void Close(std::chrono::milliseconds wait);
+
+  bool up() const { return state_ == State::kUp; }
+  // Failed or lost: its ranks' 255s mean the host could not be reached.
+  bool lost() const { return state_ == State::kLost; }
+  std::chrono::steady_clock::time_point lost_at() const { return lost_at_; }
+  const std::string& host() const { return options_.host; }
+  // The agent's facts ("key=value" lines), once up.
+  const std::string& facts() const { return facts_; }
+
+ private:
+  enum class State { kIdle, kStarting, kUp, kLost, kClosed };
+
+  void Read();
+  void OnData(const char* data, size_t n);
+  void OnPreamble(const char* data, size_t n);
+  void OnFrame(Frame& frame);
+  void ReadStderr();
+  void Send(std::string bytes);
+  void SendImage();
+  void Flush();
+  void Tick();
+  void Lose(const std::string& why);
+  void CloseStreams();
+  void ReapLater(int attempts);
+
+  boost::asio::io_context* io_;
+  RankHostEvents* events_;
+  Options options_;
+  State state_ = State::kIdle;
+  std::optional<boost::asio::posix::stream_descriptor> to_;
+  std::optional<boost::asio::posix::stream_descriptor> from_;
+  std::optional<boost::asio::posix::stream_descriptor> err_;
+  pid_t pid_ = -1;
+  boost::asio::steady_timer timer_;
+  boost::asio::steady_timer reap_timer_;
+  std::chrono::steady_clock::time_point began_;
+  std::chrono::steady_clock::time_point last_heard_;
+  char buffer_[64 << 10];
+  char err_buffer_[4096];
+  std::string preamble_;      // the login's text before the marker
+  std::string err_line_;      // a stderr line being read
+  std::deque<std::string> last_errors_;  // the last stderr lines, for messages
+  FrameReader reader_;
+  bool paused_ = false;       // RankHostEvents asked to stop reading
+  bool reading_ = false;
+  // Writes: what waits, and the image being sent (written from its shared bytes).
+  std::string outgoing_;
+  std::string in_flight_;
+  std::shared_ptr<const std::string> image_bytes_;
+  bool image_queued_ = false;
+  bool writing_ = false;
+  std::string lost_why() const { return why_; }
+  std::string why_;           // why it was lost
+  std::chrono::steady_clock::time_point lost_at_;
+  std::set<int> live_;        // ranks started and not yet exited
+  std::string facts_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace etrun::launcher::agent
+
+#endif  // ETRUN_LAUNCHER_AGENT_AGENT_LINK_H_

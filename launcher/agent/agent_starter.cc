@@ -1,0 +1,172 @@
+#include "launcher/agent/agent_starter.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "launcher/agent/agent.h"
+#include "launcher/agent/agent_bootstrap.h"
+#include "launcher/agent/rank_command.h"
+#include "launcher/child.h"
+#include "launcher/ssh/remote_shell.h"
+
+namespace etrun::launcher::agent {
+
+namespace {
+
+std::string SelfPath() {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  return n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("etrun");
+}
+
+// Starts `command_line` under /bin/sh with pipes as its stdin, stdout and stderr, in its own
+// process group, killed if etrun dies. Returns false and sets *err when it cannot be forked.
+bool StartRemoteShell(const std::string& command_line, const std::vector<std::string>& environment,
+                      AgentTransport* transport, std::string* err) {
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, errs[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int fd : {in[0], in[1], out[0], out[1], errs[0], errs[1]}) {
+      if (fd >= 0) close(fd);
+    }
+  };
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(errs, O_CLOEXEC) != 0) {
+    *err = std::string("cannot create pipes: ") + strerror(errno);
+    close_all();
+    return false;
+  }
+  ChildOptions options;
+  options.death_signal = SIGKILL;
+  options.stdin_fd = in[0];
+  options.stdout_fd = out[1];
+  options.stderr_fd = errs[1];
+  Child child;
+  if (!StartChild("/bin/sh", {"sh", "-c", command_line}, environment, options, &child, err)) {
+    close_all();
+    return false;
+  }
+  std::string exec_err;
+  AwaitExec(&child, &exec_err);  // /bin/sh itself; a failure shows as the stream's end
+  for (int* fd : {&in[0], &out[1], &errs[1]}) {
+    close(*fd);
+    *fd = -1;
+  }
+  transport->to_agent = in[1];
+  transport->from_agent = out[0];
+  transport->agent_stderr = errs[0];
+  transport->pid = child.pid;
+  return true;
+}
+
+}  // namespace
+
+AgentStarter::AgentStarter(const JobConfig& config, std::vector<std::string> environment)
+    : config_(config), environment_(std::move(environment)) {
+  image_.path = SelfPath();
+  image_.id = AgentId();
+  struct stat st = {};
+  if (stat(image_.path.c_str(), &st) == 0) image_size_ = static_cast<size_t>(st.st_size);
+}
+
+AgentStarter::~AgentStarter() { Detach(); }
+
+void AgentStarter::Attach(boost::asio::io_context* io, RankHostEvents* events) {
+  io_ = io;
+  events_ = events;
+}
+
+void AgentStarter::Detach() {
+  for (auto& [name, host] : hosts_) host.link->Close(std::chrono::milliseconds(2000));
+  hosts_.clear();  // the SSH connections close (their threads end)
+  replaced_.clear();
+  io_ = nullptr;
+  events_ = nullptr;
+}
+
+AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
+  auto found = hosts_.find(rank.host);
+  if (found != hosts_.end() && !found->second.link->lost()) return &found->second;
+  if (found != hosts_.end()) {  // lost, and back in the job: connect anew
+    replaced_.push_back(std::move(found->second));
+    hosts_.erase(found);
+  }
+  Host& host = hosts_[rank.host];
+  const std::string& shell = rank.remote_shell.empty() ? config_.remote_shell : rank.remote_shell;
+  AgentOptions agent;
+  agent.host = rank.host;
+  agent.grace_s = config_.grace_period_s;
+  // The agent gives up on a silent launcher later than the launcher on it.
+  agent.launcher_timeout_s = std::max(10.0, 3 * config_.host_timeout_s);
+  std::string bootstrap = BootstrapCommand(image_.path, image_.id, image_size_, agent);
+  AgentLink::Options options;
+  options.host = rank.host;
+  options.lost_after_s = config_.host_timeout_s;
+  options.image = &image_;
+  // Slurm signalling the job's own step drains the whole job; a node of an allocation it grew
+  // onto ending is no stop.
+  options.pass_term = !shell.empty() && rank.remote_shell.empty();
+  AgentTransport transport;
+  std::string err;
+  if (!shell.empty()) {
+    options.label = "remote shell to " + rank.host;
+    host.link = std::make_unique<AgentLink>(io_, events_, options);
+    if (!StartRemoteShell(RemoteShellCommand(shell, rank.host, bootstrap), environment_, &transport, &err)) {
+      host.link->Fail(err);
+    } else {
+      host.link->Begin(transport);
+    }
+    return &host;
+  }
+  SshTarget target;
+  target.host = rank.host;
+  target.port = config_.ssh_port.value_or(22);
+  target.identity_file = config_.ssh_identity_file;
+  target.strict_host_keys = config_.ssh_strict_host_keys;
+  target.connect_timeout_s = config_.ssh_connect_timeout_s;
+  options.label = SshLabel(target);
+  host.ssh_connection = true;
+  host.link = std::make_unique<AgentLink>(io_, events_, options);
+  SshStreams streams;
+  host.ssh = SshHost::Start(target, bootstrap, &streams, &err);
+  if (host.ssh == nullptr) {
+    host.link->Fail(err);
+    return &host;
+  }
+  transport.from_agent = streams.data;
+  transport.to_agent = dup(streams.data);
+  fcntl(transport.to_agent, F_SETFD, FD_CLOEXEC);
+  transport.agent_stderr = streams.errors;
+  host.link->Begin(transport);
+  return &host;
+}
+
+bool AgentStarter::Plan(const RemoteRank& rank, LaunchSpec* spec, std::string* err) {
+  if (io_ == nullptr) {
+    *err = "cannot start a rank on " + rank.host + ": no event loop for its agent";
+    return false;
+  }
+  Host* host = Open(rank);
+  spec->remote_host = host->link.get();
+  spec->remote_command = RankCommand(rank, host->ssh_connection);
+  return true;
+}
+
+bool AgentStarter::Unreachable(const std::string& host, const ExitStatus& status) const {
+  if (status.kind != ExitStatus::Kind::kExited || status.code != kHostLost) return false;
+  auto found = hosts_.find(host);
+  if (found != hosts_.end() && found->second.link->lost()) return true;
+  auto recent = std::chrono::steady_clock::now() - std::chrono::seconds(30);
+  return std::any_of(replaced_.begin(), replaced_.end(), [&](const Host& h) {
+    return h.link->host() == host && h.link->lost_at() > recent;
+  });
+}
+
+bool AgentStarter::RunDetached(const std::string& host, const std::string& command) {
+  auto found = hosts_.find(host);
+  return found != hosts_.end() && found->second.link->RunDetached(command);
+}
+
+}  // namespace etrun::launcher::agent

@@ -1,0 +1,64 @@
+#include "launcher/agent/wire.h"
+
+#include <charconv>
+
+namespace etrun::launcher::agent {
+
+namespace {
+
+void PutU32(std::string* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint32_t GetU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+}  // namespace
+
+void AppendFrame(std::string* out, char op, uint32_t id, std::string_view data) {
+  out->push_back(op);
+  PutU32(out, id);
+  PutU32(out, static_cast<uint32_t>(data.size()));
+  out->append(data);
+}
+
+std::string ExitText(const ExitStatus& status) {
+  return status.kind == ExitStatus::Kind::kSignaled ? "s" + std::to_string(status.signal)
+                                                     : "c" + std::to_string(status.code);
+}
+
+bool ParseExitText(std::string_view text, ExitStatus* status) {
+  if (text.size() < 2 || (text[0] != 'c' && text[0] != 's')) return false;
+  int n = 0;
+  auto [end, ec] = std::from_chars(text.data() + 1, text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 0 || n > 255) return false;
+  *status = text[0] == 'c' ? ExitStatus::Exited(n) : ExitStatus::Signaled(n);
+  return true;
+}
+
+bool FrameReader::Feed(std::string_view data, const std::function<void(Frame&)>& on_frame) {
+  buffer_.append(data);
+  size_t at = 0;
+  Frame frame;
+  while (buffer_.size() - at >= kFrameHeader) {
+    const char* p = buffer_.data() + at;
+    uint32_t length = GetU32(p + 5);
+    if (length > kMaxFrameData) {
+      buffer_.clear();
+      return false;
+    }
+    if (buffer_.size() - at < kFrameHeader + length) break;
+    frame.op = p[0];
+    frame.id = GetU32(p + 1);
+    frame.data.assign(p + kFrameHeader, length);
+    at += kFrameHeader + length;
+    on_frame(frame);
+  }
+  buffer_.erase(0, at);
+  return true;
+}
+
+}  // namespace etrun::launcher::agent

@@ -1,0 +1,73 @@
+// The agent's stream: what etrun's launcher and a host's agent (`etrun __agent`, agent.h) say to
+// each other over the one byte stream between them (an SSH channel, a --remote-shell command's
+// stdin and stdout, a Slurm step's). Before the frames, the agent's side is text: whatever the
+// login prints, then one marker line; after it, both directions are frames:
+//   op (1 byte), id (uint32, little-endian), length (uint32, little-endian), `length` bytes.
+// The id names a rank process (the launcher's RankSet id); 0 where an op has none.
+// Pure; any thread.
+#ifndef ETRUN_LAUNCHER_AGENT_WIRE_H_
+#define ETRUN_LAUNCHER_AGENT_WIRE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "events/exit_status.h"
+
+namespace etrun::launcher::agent {
+
+// The agent's first line on its stdout once it runs (followed by its build id and a newline);
+// frames follow it.
+inline constexpr char kHelloLine[] = "\036etrun-agent ";
+// The bootstrap's line when the host has no usable agent: the launcher then sends the binary's
+// bytes, and the marker line comes once it runs.
+inline constexpr char kNeedLine[] = "\036etrun-need";
+
+enum Op : char {
+  // launcher -> agent
+  kStart = 'S',   // data: the rank's command, for /bin/sh -c
+  kSignal = 'K',  // data: the signal number, decimal; to the rank's process group
+  kRun = 'R',     // data: a command run detached, output discarded (fencing)
+  kPing = 'P',    // the launcher is alive
+  // agent -> launcher
+  kFacts = 'H',   // data: "key=value" lines (gpus=N)
+  kStdout = 'O',  // data: bytes of the rank's stdout
+  kStderr = 'E',  // data: bytes of its stderr
+  kExit = 'X',    // data: ExitText; the rank's output is complete
+  kAlive = 'A',   // the agent is alive
+  kTerm = 'T',    // the agent got SIGTERM (Slurm signalling the step)
+};
+
+struct Frame {
+  char op = 0;
+  uint32_t id = 0;
+  std::string data;
+};
+
+inline constexpr size_t kFrameHeader = 9;
+// No frame is longer: rank output comes in reads of at most 64 KiB, commands are short.
+inline constexpr uint32_t kMaxFrameData = 16 << 20;
+
+// Appends one frame to *out.
+void AppendFrame(std::string* out, char op, uint32_t id, std::string_view data);
+
+// "c<code>" or "s<signal>", and back; false for anything else.
+std::string ExitText(const ExitStatus& status);
+bool ParseExitText(std::string_view text, ExitStatus* status);
+
+// Frames out of a byte stream fed in pieces.
+class FrameReader {
+ public:
+  // Calls `on_frame` for every complete frame in order. Returns false (and stops) at a frame
+  // longer than kMaxFrameData: the stream is not the agent's.
+  bool Feed(std::string_view data, const std::function<void(Frame&)>& on_frame);
+  size_t pending() const { return buffer_.size(); }
+
+ private:
+  std::string buffer_;
+};
+
+}  // namespace etrun::launcher::agent
+
+#endif  // ETRUN_LAUNCHER_AGENT_WIRE_H_

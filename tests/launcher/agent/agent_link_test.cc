@@ -1,0 +1,205 @@
+// AgentLink over pipes, with the test as the host's agent: what the launcher sends before and
+// after the agent runs (the binary on request, frames only once it is up), how the agent's
+// frames become ranks' output and exits, and how a stream that ends or goes silent ends the
+// host's ranks with 255 and a line saying why.
+#include "launcher/agent/agent_link.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <doctest/doctest.h>
+
+namespace etrun::launcher::agent {
+namespace {
+
+// What the link reported, per rank.
+struct Recorder : RankHostEvents {
+  bool OnRemoteOutput(int id, bool is_stderr, std::string_view data) override {
+    (is_stderr ? err[id] : out[id]) += data;
+    return !pause;
+  }
+  void OnRemoteExit(int id, const ExitStatus& status) override { exits[id] = status; }
+  std::map<int, std::string> out, err;
+  std::map<int, ExitStatus> exits;
+  bool pause = false;
+};
+
+// The test's end of the link's streams.
+struct FakeAgent {
+  FakeAgent() {
+    REQUIRE(pipe2(in, O_CLOEXEC) == 0);
+    REQUIRE(pipe2(out, O_CLOEXEC) == 0);
+    REQUIRE(pipe2(err, O_CLOEXEC) == 0);
+    fcntl(in[0], F_SETFL, O_NONBLOCK);
+  }
+  ~FakeAgent() {
+    for (int fd : {in[0], out[1], err[1]}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  AgentTransport Transport() {
+    AgentTransport t{in[1], out[0], err[0], -1};
+    in[1] = out[0] = err[0] = -1;
+    return t;
+  }
+  void Say(const std::string& bytes) { REQUIRE(write(out[1], bytes.data(), bytes.size()) == ssize_t(bytes.size())); }
+  void Frame(char op, uint32_t id, const std::string& data) {
+    std::string f;
+    AppendFrame(&f, op, id, data);
+    Say(f);
+  }
+  // What the launcher wrote so far.
+  std::string Heard() {
+    char buffer[1 << 16];
+    ssize_t n;
+    while ((n = read(in[0], buffer, sizeof(buffer))) > 0) heard.append(buffer, static_cast<size_t>(n));
+    return heard;
+  }
+  void Hang() {  // the stream ends: the agent, or its connection, is gone
+    close(out[1]);
+    out[1] = -1;
+    close(err[1]);
+    err[1] = -1;
+  }
+  int in[2], out[2], err[2];
+  std::string heard;
+};
+
+void RunUntil(boost::asio::io_context* io, const std::function<bool()>& done, double seconds = 5) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done() && std::chrono::steady_clock::now() < until) {
+    io->restart();
+    io->run_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::vector<Frame> FramesOf(const std::string& bytes) {
+  std::vector<Frame> frames;
+  FrameReader reader;
+  reader.Feed(bytes, [&](Frame& f) { frames.push_back(f); });
+  return frames;
+}
+
+TEST_CASE("a host without an agent gets the binary first, and frames only once the agent runs") {
+  std::string path = "/tmp/etrun-agent-image-" + std::to_string(getpid());
+  std::ofstream(path) << "#!/bin/sh\n# not really etrun\n";
+  AgentImage image;
+  image.path = path;
+  image.id = "build-1";
+  boost::asio::io_context io;
+  Recorder events;
+  AgentLink::Options options;
+  options.host = "h1";
+  options.label = "ssh h1:22";
+  options.image = &image;
+  AgentLink link(&io, &events, options);
+  FakeAgent agent;
+  link.Begin(agent.Transport());
+  link.StartRank(4, "echo hi");  // queued: the bootstrap reads the binary from this stream first
+  agent.Say("Welcome to h1\n");
+  agent.Say(std::string(kNeedLine) + "\n");
+  RunUntil(&io, [&] { return agent.Heard().size() >= 29; });
+  CHECK(agent.Heard() == "#!/bin/sh\n# not really etrun\n");
+  CHECK_FALSE(link.up());
+  agent.Say(std::string(kHelloLine) + "build-1\n");
+  agent.Frame(kFacts, 0, "hostname=h1\n");
+  RunUntil(&io, [&] { return agent.Heard().size() > 29; });
+  CHECK(link.up());
+  std::vector<Frame> frames = FramesOf(agent.Heard().substr(29));
+  REQUIRE(frames.size() >= 1);
+  CHECK(frames[0].op == kStart);
+  CHECK(frames[0].id == 4);
+  CHECK(frames[0].data == "echo hi");
+  CHECK(link.facts() == "hostname=h1\n");
+  std::remove(path.c_str());
+}
+
+TEST_CASE("the agent's frames are each rank's output and exit; signals go to the agent") {
+  boost::asio::io_context io;
+  Recorder events;
+  AgentLink::Options options;
+  options.host = "h1";
+  AgentLink link(&io, &events, options);
+  FakeAgent agent;
+  link.Begin(agent.Transport());
+  agent.Say(std::string(kHelloLine) + "x\n");
+  link.StartRank(1, "a");
+  link.StartRank(2, "b");
+  agent.Frame(kStdout, 1, "one\ntw");
+  agent.Frame(kStderr, 2, "warn\n");
+  agent.Frame(kStdout, 1, "o\n");
+  agent.Frame(kExit, 1, "c3");
+  agent.Frame(kExit, 2, "s9");
+  agent.Frame(kStdout, 1, "after its exit: dropped\n");
+  RunUntil(&io, [&] { return events.exits.size() == 2; });
+  CHECK(events.out[1] == "one\ntwo\n");
+  CHECK(events.err[2] == "warn\n");
+  CHECK(events.exits[1].code == 3);
+  CHECK(events.exits[2].kind == ExitStatus::Kind::kSignaled);
+  CHECK(events.exits[2].signal == 9);
+  link.StartRank(3, "c");
+  link.SignalRank(3, 15);
+  link.SignalRank(1, 15);  // finished: nothing sent
+  RunUntil(&io, [&] { return FramesOf(agent.Heard()).size() >= 4; });
+  std::vector<Frame> frames = FramesOf(agent.Heard());
+  REQUIRE(frames.size() == 4);
+  CHECK(frames[3].op == kSignal);
+  CHECK(frames[3].id == 3);
+  CHECK(frames[3].data == "15");
+  CHECK(link.RunDetached("ss -K dst 198.18.0.3"));
+}
+
+TEST_CASE("a stream that ends before the agent runs fails its ranks with the login's last words") {
+  boost::asio::io_context io;
+  Recorder events;
+  AgentLink::Options options;
+  options.host = "h2";
+  options.label = "remote shell to h2";
+  AgentLink link(&io, &events, options);
+  FakeAgent agent;
+  link.Begin(agent.Transport());
+  link.StartRank(0, "a");
+  REQUIRE(write(agent.err[1], "ssh: connect to host h2 port 22: No route to host\n", 51) == 51);
+  agent.Hang();
+  RunUntil(&io, [&] { return events.exits.size() == 1; });
+  CHECK(events.exits[0].code == kHostLost);
+  CHECK(events.err[0] == "etrun: error: remote shell to h2: the agent did not start: ssh: connect to host h2 "
+                         "port 22: No route to host\n");
+  CHECK(link.lost());
+  link.StartRank(1, "b");  // a lost host fails new ranks at once
+  CHECK(events.exits[1].code == kHostLost);
+}
+
+TEST_CASE("an agent that goes silent is lost after --lost-host-timeout, counted from its start") {
+  boost::asio::io_context io;
+  Recorder events;
+  AgentLink::Options options;
+  options.host = "h3";
+  options.label = "ssh h3:22";
+  options.lost_after_s = 0.5;
+  AgentLink link(&io, &events, options);
+  FakeAgent agent;
+  link.Begin(agent.Transport());
+  link.StartRank(7, "a");
+  // A slow login: silent for longer than the timeout before the agent runs, and not lost.
+  RunUntil(&io, [] { return false; }, 1.2);
+  CHECK_FALSE(link.lost());
+  agent.Say(std::string(kHelloLine) + "x\n");
+  RunUntil(&io, [&] { return link.up(); });
+  REQUIRE(link.up());
+  RunUntil(&io, [&] { return events.exits.count(7) != 0; }, 5);
+  CHECK(link.lost());
+  CHECK(events.exits[7].code == kHostLost);
+  CHECK(events.err[7] == "etrun: error: ssh h3:22: connection lost: no answer for 0.5 s (--lost-host-timeout)\n");
+}
+
+}  // namespace
+}  // namespace etrun::launcher::agent
