@@ -93,7 +93,7 @@ class FrameFramer : public LineFramer {
   FrameFramer(char op, uint32_t id) : op_(op), id_(id) {}
   void Feed(std::string_view data, const Emit& emit) override {
     frame_.clear();
-    AppendFrame(&frame_, op_, id_, data);
+    AppendFlushedFrame(&frame_, op_, id_, data);
     emit(frame_);
   }
   void Finish(const Emit&) override {}
@@ -123,7 +123,7 @@ class Agent {
     fcntl(in, F_SETFL, O_NONBLOCK);
     input_.emplace(io_, in);
     std::string hello = std::string(kHelloLine) + AgentId() + "\n";
-    AppendFrame(&hello, kFacts, 0, Facts());
+    AppendFlushedFrame(&hello, kFacts, 0, Facts());
     sink_->Append(out_, hello);
     last_heard_ = std::chrono::steady_clock::now();
     signals_.async_wait([this](const boost::system::error_code& ec, int sig) { OnSignal(ec, sig); });
@@ -188,8 +188,8 @@ class Agent {
     int set_id = -1;
     if (!ranks_->Start(static_cast<int>(id), options_.host, spec, output, &err, &set_id)) {
       std::string frames;
-      AppendFrame(&frames, kStderr, id, "etrun: error: agent on " + options_.host + ": " + err + "\n");
-      AppendFrame(&frames, kExit, id, ExitText(ExitStatus::Exited(kExitCommandNotFound)));
+      AppendFlushedFrame(&frames, kStderr, id, "etrun: error: agent on " + options_.host + ": " + err + "\n");
+      AppendFlushedFrame(&frames, kExit, id, ExitText(ExitStatus::Exited(kExitCommandNotFound)));
       sink_->Append(out_, frames);
       return;
     }
@@ -225,7 +225,7 @@ class Agent {
     while (ranks_->NextFinished(&f)) {
       auto it = launcher_ids_.find(f.id);
       if (it == launcher_ids_.end()) continue;
-      AppendFrame(&frames, kExit, it->second, ExitText(f.status));
+      AppendFlushedFrame(&frames, kExit, it->second, ExitText(f.status));
       ids_.erase(it->second);
       launcher_ids_.erase(it);
     }
@@ -239,7 +239,7 @@ class Agent {
       ranks_->Reap();
     } else if (sig == SIGTERM) {
       std::string frame;
-      AppendFrame(&frame, kTerm, 0, "");
+      AppendFlushedFrame(&frame, kTerm, 0, "");
       sink_->Append(out_, frame);
     } else {
       Stop("");
@@ -252,7 +252,7 @@ class Agent {
     timer_.async_wait([this](const boost::system::error_code& ec) {
       if (ec || done_) return;
       std::string frame;
-      AppendFrame(&frame, kAlive, 0, "");
+      AppendFlushedFrame(&frame, kAlive, 0, "");
       sink_->Append(out_, frame);
       auto silent = std::chrono::steady_clock::now() - last_heard_;
       if (!stopping_ && silent > std::chrono::duration<double>(options_.launcher_timeout_s)) {

@@ -70,8 +70,7 @@ void AgentLink::Fail(const std::string& why) { Lose(why); }
 
 void AgentLink::StartRank(int id, const std::string& command) {
   if (state_ == State::kLost || state_ == State::kClosed) {
-    std::string line = "etrun: error: " + options_.label + ": " + lost_why();
-    events_->OnRemoteOutput(id, true, line + "\n");
+    events_->OnRemoteOutput(id, true, lost_line_);
     events_->OnRemoteExit(id, ExitStatus::Exited(kHostLost));
     return;
   }
@@ -113,14 +112,50 @@ void AgentLink::Read() {
                            if (ec == asio::error::operation_aborted) return;
                            if (n > 0) OnData(buffer_, n);
                            if (state_ == State::kLost || state_ == State::kClosed) return;
-                           if (ec) {
-                             std::string why = state_ == State::kUp ? "the agent's connection closed"
-                                                                     : "the agent did not start";
-                             if (!last_errors_.empty()) why += ": " + last_errors_.back();
-                             return Lose(why);
-                           }
+                           if (ec) return OnStreamEnd(0);
                            if (!paused_) Read();
                          });
+}
+
+void AgentLink::OnStreamEnd(int waited) {
+  // A remote shell that ended says how (its exit status); give it a moment to be reaped.
+  int status = 0;
+  pid_t got = pid_ > 0 ? waitpid(pid_, &status, WNOHANG) : 0;
+  if (pid_ > 0 && got == 0 && waited < 50) {
+    reap_timer_.expires_after(std::chrono::milliseconds(20));
+    std::weak_ptr<bool> alive = alive_;
+    reap_timer_.async_wait([this, alive, waited](const boost::system::error_code& ec) {
+      if (!ec && alive.lock() && state_ != State::kLost && state_ != State::kClosed) OnStreamEnd(waited + 1);
+    });
+    return;
+  }
+  std::string last = last_errors_.empty() ? "" : last_errors_.back();
+  if (got == pid_ && pid_ > 0) {
+    pid_ = -1;
+    if (WIFSIGNALED(status)) {
+      return Lose(fmt::format("etrun: error: remote shell for {} was killed by signal {}: the host's "
+                              "ranks are lost", options_.host, WTERMSIG(status)),
+                  /*whole_line=*/true);
+    }
+    if (options_.via == Via::kSrun) {  // srun exits 0 when its node fails
+      return Lose(fmt::format("etrun: error: the srun step on {} ended (exit {}) without the rank's exit "
+                              "status: its node failed, or its step or allocation was cancelled; the "
+                              "host's ranks are lost{}", options_.host, WEXITSTATUS(status),
+                              last.empty() ? "" : " (" + last + ")"),
+                  /*whole_line=*/true);
+    }
+    if (state_ == State::kStarting && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      return Lose("the remote shell ended before etrun's agent ran" + (last.empty() ? "" : ": " + last));
+    }
+    return Lose(fmt::format("etrun: error: the remote shell for {} ended (exit {}) before its ranks did: "
+                            "the host's ranks are lost{}", options_.host, WEXITSTATUS(status),
+                            last.empty() ? "" : " (" + last + ")"),
+                /*whole_line=*/true);
+  }
+  // Over SSH, the connection's own failure is already one line of etrun's.
+  if (last.starts_with("etrun: error: ")) return Lose(last, /*whole_line=*/true);
+  std::string why = state_ == State::kUp ? "the agent's connection closed" : "the agent did not start";
+  Lose(last.empty() ? why : why + ": " + last);
 }
 
 void AgentLink::OnData(const char* data, size_t n) {
@@ -187,6 +222,7 @@ void AgentLink::OnFrame(Frame& f) {
       facts_ = f.data;
       return;
     case kAlive:
+    case kNewline:
       return;
     case kTerm:
       spdlog::debug("{}: the agent got SIGTERM", options_.host);
@@ -277,6 +313,11 @@ void AgentLink::Tick() {
     }
     if (state_ == State::kUp) {
       if (now - last_heard_ > std::chrono::duration<double>(options_.lost_after_s)) {
+        if (options_.via != Via::kSsh) {
+          return Lose(fmt::format("etrun: error: no answer from {} for {:g} s (--lost-host-timeout): the "
+                                  "host's ranks are lost", options_.host, options_.lost_after_s),
+                      /*whole_line=*/true);
+        }
         return Lose(fmt::format("connection lost: no answer for {:g} s (--lost-host-timeout)",
                                 options_.lost_after_s));
       }
@@ -288,10 +329,11 @@ void AgentLink::Tick() {
   });
 }
 
-void AgentLink::Lose(const std::string& why) {
+void AgentLink::Lose(const std::string& why, bool whole_line) {
   if (state_ == State::kLost || state_ == State::kClosed) return;
   state_ = State::kLost;
   why_ = why;
+  lost_line_ = (whole_line ? why : "etrun: error: " + options_.label + ": " + why) + "\n";
   lost_at_ = std::chrono::steady_clock::now();
   spdlog::debug("{}: {}", options_.label, why);
   timer_.cancel();
@@ -302,9 +344,8 @@ void AgentLink::Lose(const std::string& why) {
   }
   std::set<int> live;
   live.swap(live_);
-  std::string line = "etrun: error: " + options_.label + ": " + why + "\n";
   for (int id : live) {
-    events_->OnRemoteOutput(id, true, line);
+    events_->OnRemoteOutput(id, true, lost_line_);
     events_->OnRemoteExit(id, ExitStatus::Exited(kHostLost));
   }
 }

@@ -56,8 +56,10 @@ struct AgentImage {
 
 class AgentLink : public RankHost {
  public:
+  enum class Via { kSsh, kRemoteShell, kSrun };  // for messages
   struct Options {
     std::string host;
+    Via via = Via::kSsh;
     std::string label;           // how the host is reached, for messages: "ssh h1:22"
     double lost_after_s = 3;     // --lost-host-timeout, from the agent's start
     double start_timeout_s = 60; // until the agent is up
@@ -107,7 +109,10 @@ class AgentLink : public RankHost {
   void SendImage();
   void Flush();
   void Tick();
-  void Lose(const std::string& why);
+  // Ends the link and every rank it runs, each with a line on its stderr: "etrun: error: <label>:
+  // <why>", or `why` itself when it is a `whole_line`.
+  void Lose(const std::string& why, bool whole_line = false);
+  void OnStreamEnd(int waited);
   void CloseStreams();
   void ReapLater(int attempts);
 
@@ -137,8 +142,8 @@ class AgentLink : public RankHost {
   std::shared_ptr<const std::string> image_bytes_;
   bool image_queued_ = false;
   bool writing_ = false;
-  std::string lost_why() const { return why_; }
   std::string why_;           // why it was lost
+  std::string lost_line_;     // and the line each of its ranks says it with
   std::chrono::steady_clock::time_point lost_at_;
   std::set<int> live_;        // ranks started and not yet exited
   std::string facts_;

@@ -112,6 +112,7 @@ AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
   std::string err;
   if (!shell.empty()) {
     options.label = "remote shell to " + rank.host;
+    options.via = IsSrun(shell) ? AgentLink::Via::kSrun : AgentLink::Via::kRemoteShell;
     host.link = std::make_unique<AgentLink>(io_, events_, options);
     if (!StartRemoteShell(RemoteShellCommand(shell, rank.host, bootstrap), environment_, &transport, &err)) {
       host.link->Fail(err);

@@ -25,6 +25,11 @@ void AppendFrame(std::string* out, char op, uint32_t id, std::string_view data) 
   out->append(data);
 }
 
+void AppendFlushedFrame(std::string* out, char op, uint32_t id, std::string_view data) {
+  AppendFrame(out, op, id, data);
+  if (out->back() != '\n') AppendFrame(out, kNewline, 0, "\n");
+}
+
 std::string ExitText(const ExitStatus& status) {
   return status.kind == ExitStatus::Kind::kSignaled ? "s" + std::to_string(status.signal)
                                                      : "c" + std::to_string(status.code);

@@ -37,6 +37,7 @@ enum Op : char {
   kExit = 'X',    // data: ExitText; the rank's output is complete
   kAlive = 'A',   // the agent is alive
   kTerm = 'T',    // the agent got SIGTERM (Slurm signalling the step)
+  kNewline = 'N', // data: "\n"; nothing to do (AppendFlushedFrame)
 };
 
 struct Frame {
@@ -51,6 +52,12 @@ inline constexpr uint32_t kMaxFrameData = 16 << 20;
 
 // Appends one frame to *out.
 void AppendFrame(std::string* out, char op, uint32_t id, std::string_view data);
+
+// AppendFrame, then, unless the frame's last byte is a newline, a kNewline frame, whose is: a
+// transport that forwards whole lines only (Slurm's slurmstepd line-buffers a step's stdout)
+// passes the frame on at once instead of holding it until a newline comes. The agent writes
+// every frame so.
+void AppendFlushedFrame(std::string* out, char op, uint32_t id, std::string_view data);
 
 // "c<code>" or "s<signal>", and back; false for anything else.
 std::string ExitText(const ExitStatus& status);

@@ -14,6 +14,10 @@ namespace etrun::launcher {
 // Whether `remote_shell` names the host with {host}. Returns false and sets *err otherwise.
 bool CheckRemoteShell(const std::string& remote_shell, std::string* err);
 
+// Whether `remote_shell`'s program is srun (etrun's template inside an allocation, or the
+// user's): srun exits 0 when the node under its step fails.
+bool IsSrun(const std::string& remote_shell);
+
 // The shell command line that runs `remote_command` on `host` through `remote_shell`.
 std::string RemoteShellCommand(const std::string& remote_shell, const std::string& host,
                                const std::string& remote_command);

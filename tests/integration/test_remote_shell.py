@@ -59,7 +59,8 @@ def test_remote_ranks_run_through_the_command_with_env_prefixes_cwd_and_exit_cod
     assert lines == [f"[0]<stdout>:pod-a 0 0 {tmp_path}", f"[1]<stdout>:pod-a 1 1 {tmp_path}",
                      f"[2]<stdout>:pod-b 2 0 {tmp_path}"]
     assert "etrun: error: rank 2 on pod-b exited with code 5" in r.stderr.decode()
-    assert sorted((kubectl.parent / "pods.log").read_text().split()) == ["pod-a", "pod-a", "pod-b"]
+    # One kubectl exec per pod, whatever its number of ranks: the pod's agent runs them.
+    assert sorted((kubectl.parent / "pods.log").read_text().split()) == ["pod-a", "pod-b"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])

@@ -72,9 +72,9 @@ def test_remote_ranks_get_their_environment_prefixes_and_cwd(sshd):
     assert b"host not in " in r.stderr
 
 
-def test_ranks_on_a_host_share_one_connection_until_the_server_refuses_more_channels(sshd):
-    # 2 ranks on .2 share one connection; 7 on .3 need three (the fixture's MaxSessions is 3; the
-    # host's heartbeat starts after a second, on a connection with room left).
+def test_ranks_on_a_host_share_its_one_connection_whatever_the_servers_session_limit(sshd):
+    # 2 ranks on .2 and 7 on .3 (the fixture's MaxSessions is 3): each host's ranks run under its
+    # one agent, over one connection and one channel, so the limit never comes into play.
     r = run_etrun(["-np", "9", "-H", "127.0.0.2:2,127.0.0.3:7", *ssh_args(sshd), "sh", "-c",
                    'echo "$SSH_CONNECTION"; sleep 1'], env=env_for(sshd), timeout=60)
     assert r.returncode == 0, r.stderr
@@ -83,10 +83,8 @@ def test_ranks_on_a_host_share_one_connection_until_the_server_refuses_more_chan
     # SSH_CONNECTION is "client-ip client-port server-ip server-port": one client port per connection.
     conns = {rank: tuple(lines[rank][0].split()[:2]) for rank in lines}
     assert len({conns[r] for r in (0, 1)}) == 1
-    counts = {}
-    for r in range(2, 9):
-        counts[conns[r]] = counts.get(conns[r], 0) + 1
-    assert sorted(counts.values()) == [1, 3, 3]
+    assert len({conns[r] for r in range(2, 9)}) == 1
+    assert conns[0] != conns[2]
 
 
 def test_remote_output_arrives_whole_and_in_order_under_load(sshd):
