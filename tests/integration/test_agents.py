@@ -1,0 +1,137 @@
+"""One agent per remote host (launcher/agent/): a job of 256 ranks over SSH and through a remote
+shell holds one connection and at most one process per host on the launcher's side, and a host
+whose file system has no etrun gets the launcher's own build over that connection, cached per
+user, or says in one line why it cannot."""
+import os
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import ETRUN, processes_with_marker, rank_lines, wait_until
+from testbed import bed_fixture
+
+HOSTS = 4
+PER_HOST = 64  # 4 x 64 = 256 ranks
+
+bed = bed_fixture(hosts=HOSTS, prefix="a")
+
+BED_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                          "scripts", "testbed.py")
+
+
+def host_list(per_host=PER_HOST):
+    return ",".join(f"a{i}:{per_host}" for i in range(1, HOSTS + 1))
+
+
+def descendants(pid):
+    """The processes below `pid` on this machine (by their parents in /proc)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def run_counting(bed, argv, marker_env):
+    """Runs etrun on the launcher's side; returns (result, the most processes below it seen)."""
+    proc = subprocess.Popen(bed.exec_argv(argv), env=bed.env(dict(os.environ, **marker_env)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    most = 0
+    while proc.poll() is None:
+        most = max(most, len(descendants(proc.pid)))
+        time.sleep(0.05)
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err), most
+
+
+def check_all_up(r):
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    lines = rank_lines(r.stdout.decode())
+    assert sorted(lines) == list(range(HOSTS * PER_HOST))
+    assert all(lines[rank] == [f"up {rank}"] for rank in lines)
+
+
+def test_256_ranks_over_ssh_are_four_agents_and_no_process_per_rank(bed, marker_env):
+    # The bed's sshds keep their default MaxSessions (10): one channel per host is all etrun opens.
+    r, most = run_counting(bed, [ETRUN, "-np", str(HOSTS * PER_HOST), "-H", host_list(), "sh", "-c",
+                                 'echo "up $HOROVOD_RANK"; sleep 1'], marker_env)
+    check_all_up(r)
+    # Below etrun (unshare's sh execs it): its guardian only, no process per rank or host
+    # (the SSH connections are threads).
+    assert most <= 2, most
+    marker = next(iter(marker_env.values()))
+    assert wait_until(lambda: not processes_with_marker(marker), timeout=20), processes_with_marker(marker)
+
+
+def test_256_ranks_through_a_remote_shell_are_one_command_per_host(bed, marker_env, tmp_path):
+    log = tmp_path / "shells.log"
+    shell = f"sh -c 'echo \"$1\" >> {log}; shift; exec \"$@\"' shell {{host}} /usr/bin/python3 {BED_SCRIPT} host --dir {bed.dir} {{host}} --"
+    r = subprocess.run(bed.exec_argv([ETRUN, "-np", str(HOSTS * PER_HOST), "-H", host_list(),
+                                      "--remote-shell", shell, "sh", "-c", 'echo "up $HOROVOD_RANK"']),
+                       env=bed.env(dict(os.environ, **marker_env)), capture_output=True, timeout=120)
+    check_all_up(r)
+    assert sorted(log.read_text().split()) == [f"a{i}" for i in range(1, HOSTS + 1)]
+    marker = next(iter(marker_env.values()))
+    assert wait_until(lambda: not processes_with_marker(marker), timeout=20), processes_with_marker(marker)
+
+
+@pytest.fixture
+def hidden(bed):
+    """Hides, on a2 only, the directory of the launcher's etrun and root's etrun cache: a host
+    with nothing of etrun on it. Yields a2's (empty) cache directory, as this machine sees it, and
+    where a2 sees it."""
+    empty = tempfile.mkdtemp(prefix="etrun-no-binary-")
+    cache = tempfile.mkdtemp(prefix="etrun-cache-")
+    build = os.path.dirname(os.path.realpath(ETRUN))
+    home_cache = os.path.expanduser("~/.cache")
+    os.makedirs(home_cache, exist_ok=True)
+    for source, target in ((empty, build), (cache, home_cache)):
+        r = bed.run_host("a2", ["mount", "--bind", source, target])
+        assert r.returncode == 0, r.stderr
+    try:
+        yield cache, home_cache
+    finally:
+        for target in (home_cache, build):
+            bed.run_host("a2", ["umount", target])
+
+
+def test_a_host_without_etrun_gets_this_build_once_and_keeps_it(bed, hidden):
+    argv = [ETRUN, "--log-level", "DEBUG", "-np", "4", "-H", "a1:2,a2:2", "sh", "-c",
+            'echo "up $HOROVOD_RANK $(hostname)"']
+    r = bed.run_launcher(argv, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = rank_lines(r.stdout)
+    assert {rank: lines[rank] for rank in lines} == {0: ["up 0 a1"], 1: ["up 1 a1"], 2: ["up 2 a2"],
+                                                     3: ["up 3 a2"]}
+    assert "a2: no usable etrun there; sending this one" in r.stderr
+    assert "a1: no usable etrun there" not in r.stderr
+    agents = [os.path.join(root, name) for root, _, names in os.walk(hidden[0]) for name in names]
+    assert len(agents) == 1 and agents[0].endswith("/etrun"), agents
+    with open(ETRUN, "rb") as mine, open(agents[0], "rb") as theirs:
+        assert mine.read() == theirs.read()
+    # The next job finds it in the cache: nothing is sent again.
+    r = bed.run_launcher(argv, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "no usable etrun there" not in r.stderr
+
+
+def test_a_host_that_cannot_store_the_agent_fails_its_ranks_in_one_line(bed, hidden):
+    r = bed.run_host("a2", ["mount", "-o", "remount,bind,ro", hidden[1]])
+    assert r.returncode == 0, r.stderr
+    r = bed.run_launcher([ETRUN, "-np", "2", "-H", "a1:1,a2:1", "true"], timeout=60)
+    assert r.returncode != 0
+    assert "etrun: error: no etrun of this build on the host and cannot write" in r.stderr, r.stderr
+    assert "rank 1 on a2" in r.stderr, r.stderr
