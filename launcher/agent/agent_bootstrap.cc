@@ -5,13 +5,26 @@
 
 namespace etrun::launcher::agent {
 
+std::vector<std::string> AgentEnvironment(const std::vector<std::string>& environment) {
+  std::vector<std::string> passed;
+  for (const std::string& kv : environment) {
+    std::string name = kv.substr(0, kv.find('='));
+    if (name == "ASAN_OPTIONS" || name == "LSAN_OPTIONS" || name == "UBSAN_OPTIONS" || name == "TSAN_OPTIONS") {
+      passed.push_back(kv);
+    }
+  }
+  return passed;
+}
+
 std::string BootstrapCommand(const std::string& path, const std::string& id, size_t size,
-                             const AgentOptions& options) {
+                             const AgentOptions& options, const std::vector<std::string>& env) {
   std::string run = std::string(kAgentMode) + " " + AgentArgs(options);
+  std::string exports;
+  for (const std::string& kv : env) exports += "export " + ShellQuote(kv) + "; ";
   std::string need(kNeedLine + 1);  // without the \036, written by printf below
   // $c: the cache directory; $t: the file being received. Each candidate must say it is this
   // build before it is run.
-  std::string s = "i=" + ShellQuote(id) + "; c=\"${XDG_CACHE_HOME:-$HOME/.cache}/etrun/agent/$i\"; "
+  std::string s = exports + "i=" + ShellQuote(id) + "; c=\"${XDG_CACHE_HOME:-$HOME/.cache}/etrun/agent/$i\"; "
                   "for p in " + ShellQuote(path) + " \"$c/etrun\" \"$(command -v etrun 2>/dev/null)\"; do "
                   "[ -n \"$p\" ] && [ -x \"$p\" ] && [ \"$(\"$p\" " + kAgentIdMode + " 2>/dev/null)\" = \"$i\" ] && "
                   "exec \"$p\" " + run + "; done; "

@@ -10,14 +10,20 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "launcher/agent/agent.h"
 
 namespace etrun::launcher::agent {
 
-// `path`: the launcher's binary; `id`: its AgentId(); `size`: its size in bytes.
+// `path`: the launcher's binary; `id`: its AgentId(); `size`: its size in bytes. `env` ("K=V")
+// is set for the agent (and so its ranks) over the login's: the sanitizers' options of a
+// sanitized build, so that its agents report where its tests look.
 std::string BootstrapCommand(const std::string& path, const std::string& id, size_t size,
-                             const AgentOptions& options);
+                             const AgentOptions& options, const std::vector<std::string>& env = {});
+
+// The variables of `environment` that BootstrapCommand passes on: *SAN_OPTIONS.
+std::vector<std::string> AgentEnvironment(const std::vector<std::string>& environment);
 
 }  // namespace etrun::launcher::agent
 

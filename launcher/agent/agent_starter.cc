@@ -100,7 +100,8 @@ AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
   agent.grace_s = config_.grace_period_s;
   // The agent gives up on a silent launcher later than the launcher on it.
   agent.launcher_timeout_s = std::max(10.0, 3 * config_.host_timeout_s);
-  std::string bootstrap = BootstrapCommand(image_.path, image_.id, image_size_, agent);
+  std::string bootstrap =
+      BootstrapCommand(image_.path, image_.id, image_size_, agent, AgentEnvironment(environment_));
   AgentLink::Options options;
   options.host = rank.host;
   options.lost_after_s = config_.host_timeout_s;
