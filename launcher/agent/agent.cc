@@ -19,6 +19,8 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <openssl/evp.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "launcher/agent/wire.h"
 #include "launcher/child.h"
@@ -111,7 +113,7 @@ class Agent {
   int Run() {
     std::string err;
     // The guardian forks while the agent has no other thread.
-    if (!guardian_.Start(&err)) fprintf(stderr, "etrun agent on %s: %s\n", options_.host.c_str(), err.c_str());
+    if (!guardian_.Start(&err)) Say(err);
     signal(SIGPIPE, SIG_IGN);
     sink_ = std::make_unique<OutputSink>();
     out_ = sink_->AddDestination(STDOUT_FILENO, false, "the launcher");
@@ -282,9 +284,7 @@ class Agent {
     io_.stop();
   }
 
-  void Say(const std::string& what) {
-    fprintf(stderr, "etrun agent on %s: %s\n", options_.host.c_str(), what.c_str());
-  }
+  void Say(const std::string& what) { spdlog::warn("{}", what); }
 
   AgentOptions options_;
   asio::io_context io_;
@@ -360,6 +360,13 @@ std::string AgentArgs(const AgentOptions& options) {
   return "--host " + ShellQuote(options.host) + " --launcher-timeout " + timeout + " --grace " + grace;
 }
 
-int RunAgent(const AgentOptions& options) { return Agent(options).Run(); }
+int RunAgent(const AgentOptions& options) {
+  // stdout is the launcher's stream: what the agent's parts log goes to stderr, which the
+  // launcher passes on (agent_link.h).
+  auto logger = spdlog::stderr_logger_mt("agent");
+  logger->set_pattern("etrun agent on " + options.host + ": %v");
+  spdlog::set_default_logger(logger);
+  return Agent(options).Run();
+}
 
 }  // namespace etrun::launcher::agent

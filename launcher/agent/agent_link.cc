@@ -244,7 +244,11 @@ void AgentLink::ReadStderr() {
                               if (err_line_.size() < 4096) err_line_ += c;
                               continue;
                             }
-                            spdlog::debug("{} stderr: {}", options_.host, err_line_);
+                            if (err_line_.starts_with("etrun agent on ")) {
+                              spdlog::warn("{}", err_line_.substr(6));  // the agent's own words
+                            } else {
+                              spdlog::debug("{} stderr: {}", options_.host, err_line_);
+                            }
                             if (!err_line_.empty()) last_errors_.push_back(std::move(err_line_));
                             if (last_errors_.size() > kErrorLinesKept) last_errors_.pop_front();
                             err_line_.clear();
