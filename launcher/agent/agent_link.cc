@@ -379,14 +379,16 @@ void AgentLink::ReapLater(int attempts) {
   });
 }
 
-void AgentLink::Close(std::chrono::milliseconds wait) {
+void AgentLink::Close() {
   if (state_ == State::kClosed) return;
   state_ = State::kClosed;
   timer_.cancel();
   reap_timer_.cancel();
   CloseStreams();  // EOF: the agent stops what still runs and exits
+}
+
+void AgentLink::Reap(std::chrono::steady_clock::time_point until) {
   if (pid_ <= 0) return;
-  auto until = std::chrono::steady_clock::now() + wait;
   int status;
   while (true) {
     pid_t got = waitpid(pid_, &status, WNOHANG);

@@ -85,9 +85,10 @@ class AgentLink : public RankHost {
   // Runs `command` detached there (fencing). False when the agent is not up.
   bool RunDetached(const std::string& command);
 
-  // Closes the stream (the agent stops what still runs and exits) and reaps the transport's
-  // process, waiting for it at most `wait`, then killing it.
-  void Close(std::chrono::milliseconds wait);
+  // Closes the stream: the agent stops what still runs and exits. Then Reap.
+  void Close();
+  // Reaps the transport's process (a remote shell), waiting for it until `until`, then killing it.
+  void Reap(std::chrono::steady_clock::time_point until);
 
   bool up() const { return state_ == State::kUp; }
   // Failed or lost: its ranks' 255s mean the host could not be reached.

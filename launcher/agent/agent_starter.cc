@@ -79,7 +79,10 @@ void AgentStarter::Attach(boost::asio::io_context* io, RankHostEvents* events) {
 }
 
 void AgentStarter::Detach() {
-  for (auto& [name, host] : hosts_) host.link->Close(std::chrono::milliseconds(2000));
+  // Every agent hears EOF at once, then each remote shell gets the rest of a common 2 s.
+  for (auto& [name, host] : hosts_) host.link->Close();
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (auto& [name, host] : hosts_) host.link->Reap(until);
   hosts_.clear();  // the SSH connections close (their threads end)
   replaced_.clear();
   io_ = nullptr;
