@@ -329,7 +329,8 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   if (unstarted_.erase(f.id) != 0) {  // never a worker: the driver heard of it as a shortage
     nlohmann::json fields = events::ExitFields(f.status);
     fields.update({{field::kRank, f.rank}, {field::kHost, f.host}, {field::kLocalRank, key.second},
-                   {field::kPid, events::PidField(f.pid)}, {field::kReason, events::ExitReason(f.status, false, false)}});
+                   {field::kPid, events::PidField(f.pid)},
+                   {field::kReason, events::ExitReason(f.status, false, false)}});
     context_->events().Emit(events::kRankExited, std::move(fields));
     return;
   }
@@ -348,7 +349,8 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
   }
   nlohmann::json fields = events::ExitFields(f.status);
   fields.update({{field::kRank, f.rank}, {field::kHost, f.host}, {field::kLocalRank, key.second},
-                 {field::kPid, events::PidField(f.pid)}, {field::kReason, driver_->ExitReasonFor(key, f.status)}});
+                 {field::kPid, events::PidField(f.pid)},
+                 {field::kReason, driver_->ExitReasonFor(key, f.status)}});
   context_->events().Emit(events::kRankExited, std::move(fields));
   driver_->OnWorkerExit(key, f.status, context_->Now());
   // Its slot may be one the lender waits for: say so now rather than at the next poll.
@@ -631,7 +633,7 @@ nlohmann::json ElasticPolicy::Status() const {
     }
     auto starts = starts_.find(key);
     ranks.push_back({{"rank", current}, {"label", r.rank}, {"host", r.host},
-                     {"local_rank", key.second}, {"pid", r.pid},
+                     {"local_rank", key.second}, {"pid", events::PidField(r.pid)},
                      {"state", driver_->WorkerState(key)},
                      {"restarts", starts == starts_.end() ? 0 : starts->second - 1},
                      {"uptime_s", std::chrono::duration<double>(now - r.started).count()}});

@@ -148,7 +148,8 @@ void StaticPolicy::OnRankFinished(const RankSet::Finished& f) {
   if (context_->events().enabled()) {
     nlohmann::json fields = events::ExitFields(f.status);
     fields.update({{field::kRank, f.rank}, {field::kHost, f.host},
-                   {field::kLocalRank, plan_.slots.at(f.id).local_rank}, {field::kPid, events::PidField(f.pid)},
+                   {field::kLocalRank, plan_.slots.at(f.id).local_rank},
+                   {field::kPid, events::PidField(f.pid)},
                    {field::kReason, events::ExitReason(f.status, stopped_by_us, false)}});
     context_->events().Emit(events::kRankExited, std::move(fields));
   }
@@ -173,7 +174,7 @@ nlohmann::json StaticPolicy::Status() const {
   auto now = std::chrono::steady_clock::now();
   for (const RankSet::Running& r : context_->Unfinished()) {
     ranks.push_back({{"rank", r.rank}, {"label", r.rank}, {"host", r.host},
-                     {"local_rank", plan_.slots.at(r.id).local_rank}, {"pid", r.pid},
+                     {"local_rank", plan_.slots.at(r.id).local_rank}, {"pid", events::PidField(r.pid)},
                      {"state", stopping_ ? "stopping" : "running"}, {"restarts", 0},
                      {"uptime_s", std::chrono::duration<double>(now - r.started).count()}});
   }
