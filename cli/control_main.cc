@@ -23,6 +23,12 @@ namespace etrun::cli {
 
 namespace {
 
+// A rank's pid for the table; "-" for a rank on another host (null: its agent's process there).
+std::string PidText(const json& rank) {
+  auto pid = rank.find("pid");
+  return pid != rank.end() && pid->is_number() ? std::to_string(pid->get<long>()) : "-";
+}
+
 using control::JobEntry;
 using nlohmann::json;
 
@@ -77,7 +83,8 @@ int StatusMain(int argc, char** argv) {
   for (const json& r : status.value("ranks", json::array())) {
     rows.push_back({r.value("rank", -1) < 0 ? "-" : std::to_string(r.value("rank", -1)),
                     std::to_string(r.value("label", 0)), r.value("host", ""),
-                    std::to_string(r.value("local_rank", 0)), std::to_string(r.value("pid", 0)),
+                    std::to_string(r.value("local_rank", 0)),
+                    PidText(r),
                     r.value("state", ""), std::to_string(r.value("restarts", 0)),
                     Duration(r.value("uptime_s", 0.0))});
   }

@@ -175,9 +175,9 @@ void FlagTable::AddGeneral(JobConfig* c) {
       ->type_name("SECONDS");
   Value<double>(
       "--lost-host-timeout", [c](const double& v) { c->host_timeout_s = v; },
-      "Seconds a host running ranks may leave etrun's keepalives unanswered (link cut, machine "
-      "frozen) before it is declared lost: its ranks fail, elastic jobs go on without it "
-      "(default: 3).")
+      "Seconds a host's agent may stay silent once it runs (link cut, machine frozen; its "
+      "heartbeat comes every second) before the host is declared lost: its ranks fail, elastic "
+      "jobs go on without it (default: 3).")
       ->type_name("SECONDS");
   Text("--remote-shell", &c->remote_shell,
        "Starts remote ranks by running this command instead of SSH, {host} replaced by the "

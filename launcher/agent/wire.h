@@ -31,7 +31,7 @@ enum Op : char {
   kRun = 'R',     // data: a command run detached, output discarded (fencing)
   kPing = 'P',    // the launcher is alive
   // agent -> launcher
-  kFacts = 'H',   // data: "key=value" lines (gpus=N)
+  kFacts = 'H',   // data: "key=value" lines (hostname=, pid=): follows the marker line
   kStdout = 'O',  // data: bytes of the rank's stdout
   kStderr = 'E',  // data: bytes of its stderr
   kExit = 'X',    // data: ExitText; the rank's output is complete
