@@ -24,7 +24,7 @@ namespace etrun::cli {
 namespace {
 
 // A rank's pid for the table; "-" for a rank on another host (null: its agent's process there).
-std::string PidText(const json& rank) {
+std::string PidText(const nlohmann::json& rank) {
   auto pid = rank.find("pid");
   return pid != rank.end() && pid->is_number() ? std::to_string(pid->get<long>()) : "-";
 }
