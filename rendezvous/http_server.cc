@@ -39,8 +39,16 @@ std::string ResponseHeader(int status, bool keep_alive, size_t length) {
 class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, HttpHandler* handler, const HttpLimits& limits,
-             std::weak_ptr<bool> server_alive)
-      : stream_(std::move(socket)), handler_(handler), limits_(limits), server_alive_(server_alive) {}
+             std::weak_ptr<bool> server_alive, std::shared_ptr<Held> held)
+      : stream_(std::move(socket)),
+        handler_(handler),
+        limits_(limits),
+        server_alive_(server_alive),
+        held_(std::move(held)) {}
+
+  // The server is going away with no thread left to answer: drop the self-reference, so the
+  // connection is freed (its socket closed) once nothing else holds it.
+  void Abandon() { self_.reset(); }
 
   void Start() {
     parser_.emplace();
@@ -64,8 +72,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     }
     if (server_alive_.expired()) return Reply({503, ""});
     std::weak_ptr<Connection> weak = shared_from_this();
-    // Keep ourselves alive while the handler holds the answer.
-    self_ = shared_from_this();
+    // Keep ourselves alive while the handler holds the answer; the server frees us if it goes
+    // first.
+    Hold();
     handler_->Handle(std::move(request), [weak](HttpResponse response) {
       auto self = weak.lock();
       if (!self) return;
@@ -93,7 +102,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     asio::async_write(stream_, buffers, [self = shared_from_this(), keep](beast::error_code ec, size_t) {
       self->shared_body_.reset();
       if (ec || !keep) return self->Close();
-      self->self_.reset();
+      self->Release();
       self->replied_ = false;
       self->keep_alive_ = false;
       self->Start();
@@ -104,7 +113,22 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
-    self_.reset();
+    Release();
+  }
+
+  void Hold() {
+    self_ = shared_from_this();
+    std::lock_guard<std::mutex> lock(held_->mu);
+    held_->waiting[this] = self_;
+  }
+
+  void Release() {
+    if (!self_) return;
+    {
+      std::lock_guard<std::mutex> lock(held_->mu);
+      held_->waiting.erase(this);
+    }
+    self_.reset();  // may free us: last
   }
 
   beast::tcp_stream stream_;
@@ -116,7 +140,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   HttpHandler* handler_;
   HttpLimits limits_;
   std::weak_ptr<bool> server_alive_;
-  std::shared_ptr<Connection> self_;
+  std::shared_ptr<Held> held_;
+  std::shared_ptr<Connection> self_;  // while the handler holds the answer (Hold)
   bool replied_ = false;
   bool keep_alive_ = false;
 };
@@ -124,7 +149,17 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 HttpServer::HttpServer(asio::io_context* io, HttpHandler* handler, HttpLimits limits)
     : io_(io), handler_(handler), limits_(limits), acceptor_(*io), alive_(std::make_shared<bool>(true)) {}
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::~HttpServer() {
+  Stop();
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> waiting;
+  {
+    std::lock_guard<std::mutex> lock(held_->mu);
+    waiting.swap(held_->waiting);
+  }
+  for (auto& [address, weak] : waiting) {
+    if (auto connection = weak.lock()) connection->Abandon();
+  }
+}
 
 bool HttpServer::Listen(const std::string& address, int port, std::string* err) {
   beast::error_code ec;
@@ -169,7 +204,7 @@ void HttpServer::Accept() {
     }
     if (!ec) {
       socket.set_option(tcp::no_delay(true), ec);
-      std::make_shared<Connection>(std::move(socket), handler_, limits_, alive_)->Start();
+      std::make_shared<Connection>(std::move(socket), handler_, limits_, alive_, held_)->Start();
     } else if (ec == asio::error::no_descriptors || ec.value() == ENFILE || ec == asio::error::no_buffer_space ||
                ec == asio::error::no_memory) {
       // Out of descriptors: the pending connection stays queued; try again shortly instead of

@@ -28,8 +28,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -73,6 +75,9 @@ struct HttpLimits {
 class HttpServer {
  public:
   HttpServer(boost::asio::io_context* io, HttpHandler* handler, HttpLimits limits = {});
+  // Frees the connections still waiting on the handler's answer (a held GET, a barrier): they
+  // keep themselves alive until answered, so only this ends them. REQUIRES: no thread runs the
+  // io_context's handlers (its threads joined), or only the calling thread does.
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -93,6 +98,12 @@ class HttpServer {
 
  private:
   class Connection;
+  // Connections waiting on the handler's answer, by address; shared with them, since a
+  // connection may outlive the server.
+  struct Held {
+    std::mutex mu;
+    std::unordered_map<Connection*, std::weak_ptr<Connection>> waiting;
+  };
   void Accept();
   void Refuse(boost::asio::ip::tcp::socket socket, uint32_t address);
 
@@ -105,6 +116,7 @@ class HttpServer {
   bool out_of_descriptors_ = false;  // warned about EMFILE on accept
   std::set<uint32_t> refused_;  // addresses already logged
   std::shared_ptr<bool> alive_;
+  std::shared_ptr<Held> held_ = std::make_shared<Held>();
 };
 
 }  // namespace etrun::rendezvous
