@@ -183,7 +183,9 @@ int Run(const std::vector<std::string>& args) {
   }
   const std::string who = "rank " + std::to_string(world.rank) + ": ";
   const auto timeout = std::chrono::milliseconds(static_cast<long long>(options.timeout_s * 1000));
-  KvClient kv(world.store_address, world.store_port, timeout);
+  // etrun's store holds a GET of a key not there yet for up to a second (until it is written):
+  // one request may take that long on top of the wait, and must not time out before it answers.
+  KvClient kv(world.store_address, world.store_port, timeout + std::chrono::seconds(2));
 
   std::string backend_name = options.backend.empty() && !kNcclBuilt ? "tcp" : options.backend;
   if (!AgreeOnBackend(world, &kv, timeout, &backend_name, &err)) {
