@@ -4,8 +4,8 @@ test bed (scripts/testbed.py), per layout HOSTSxRANKS_PER_HOST (default 8x1, 8x4
 
   mpirun          Open MPI's ssh launcher (--allow-run-as-root --oversubscribe --mca routed
                   direct, as scripts/bench/cluster.py's launch), one ssh session per host;
-  etrun ssh       etrun -H h1:R,h2:R,... (libssh2, one connection per host, a channel per rank);
-  etrun rs        etrun --remote-shell 'ssh {host}' (one OpenSSH client per rank);
+  etrun ssh       etrun -H h1:R,h2:R,... (libssh2: one connection and one agent per host);
+  etrun rs        etrun --remote-shell 'ssh {host}' (one OpenSSH client and agent per host);
   horovodrun      when it is on PATH (usually not: then a note says it was skipped).
 
 Two logins, each a temporary unprivileged user made by this script (useradd --system, shell
@@ -14,7 +14,7 @@ Two logins, each a temporary unprivileged user made by this script (useradd --sy
   empty  ~/.bashrc is empty;
   slow   ~/.bashrc runs `flock LOCK sleep 0.3`: a login that does work under a lock, as
          `pyenv init` does. Debian's bash reads ~/.bashrc for every command sshd runs, so every
-         SSH session (mpirun: one per host; etrun: one per rank) pays it, serialized per lock.
+         SSH session (one per host for mpirun and etrun) pays it, serialized per lock.
          --lock host (default): one lock file per host ($HOSTNAME), as /tmp on real machines;
          --lock shared: one for all, as a home shared by every host (the bed's hosts share /tmp).
 
