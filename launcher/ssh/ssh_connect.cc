@@ -256,10 +256,17 @@ bool OpenSshConnection(const SshTarget& target, SshConnection* c, std::string* e
 void CloseSshConnection(SshConnection* c) {
   if (c->ssh != nullptr) {
     // Best effort and short: the peer may be gone.
-    AwaitSsh(c, [&] { return libssh2_session_disconnect(c->ssh, "etrun is done"); }, 200);
+    int rc = AwaitSsh(c, [&] { return libssh2_session_disconnect(c->ssh, "etrun is done"); }, 200);
+    // A peer that does not answer (a cut link) would keep libssh2 waiting for room to send:
+    // with the socket shut, what is left fails at once instead.
+    if (rc != 0 && c->sock >= 0) shutdown(c->sock, SHUT_RDWR);
     // Freeing closes the channels still open, which may have to wait for the socket (EAGAIN):
     // without retrying, the session and its channels would be left allocated.
-    AwaitSsh(c, [&] { return libssh2_session_free(c->ssh); }, 200);
+    rc = AwaitSsh(c, [&] { return libssh2_session_free(c->ssh); }, 200);
+    if (rc == LIBSSH2_ERROR_TIMEOUT && c->sock >= 0) {
+      shutdown(c->sock, SHUT_RDWR);
+      AwaitSsh(c, [&] { return libssh2_session_free(c->ssh); }, 200);
+    }
     c->ssh = nullptr;
   }
   if (c->sock >= 0) close(c->sock);

@@ -164,8 +164,11 @@ struct SshHost::Bridge {
         if (polls[0].revents != 0) break;
       }
       if (channel != nullptr) {
-        AwaitSsh(&c, [&] { return libssh2_channel_send_eof(channel); }, 200);
-        AwaitSsh(&c, [&] { return libssh2_channel_close(channel); }, 200);
+        // EOF lets the agent stop its ranks; a peer that does not take it (a cut link) gets its
+        // socket shut, so that freeing fails at once instead of waiting, and frees anyway.
+        int rc = AwaitSsh(&c, [&] { return libssh2_channel_send_eof(channel); }, 200);
+        if (rc == 0) rc = AwaitSsh(&c, [&] { return libssh2_channel_close(channel); }, 200);
+        if (rc != 0 && c.sock >= 0) shutdown(c.sock, SHUT_RDWR);
         AwaitSsh(&c, [&] { return libssh2_channel_free(channel); }, 200);
         channel = nullptr;
       }
