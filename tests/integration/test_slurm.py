@@ -63,6 +63,25 @@ def test_an_sbatch_job_runs_etrun_on_its_first_node_and_the_others_through_srun(
     assert [lines[r][0].split(" ")[:2] for r in (1, 2)] == [["h2", "eth0"], ["h3", "eth0"]], text
 
 
+def test_256_ranks_inside_salloc_are_one_srun_step_per_node(cluster, marker_env):
+    # 86 slots on each of the 3 nodes (ETRUN_SLURM_SLOTS), 256 ranks: each node's ranks run
+    # under its one agent, so the job makes 3 steps, not 256.
+    marker = next(iter(marker_env.values()))
+    r = cluster.run_launcher(["salloc", "-N3", ETRUN, "-np", "256", "sh", "-c",
+                              'echo "up $HOROVOD_RANK $(hostname) $SLURM_STEP_ID"'],
+                             env=dict(os.environ, ETRUN_SLURM_SLOTS="86", **marker_env), timeout=180)
+    assert r.returncode == 0, r.stderr
+    lines = rank_lines(r.stdout)
+    assert sorted(lines) == list(range(256))
+    steps = set()
+    for rank, said in lines.items():
+        up, number, host, step = said[0].split(" ")
+        assert (up, number, host) == ("up", str(rank), f"h{rank // 86 + 1}"), said
+        steps.add((host, step))
+    assert len({step for _, step in steps}) == 3, steps  # one step per node, its ranks share it
+    assert wait_until(lambda: processes_with_marker(marker) == [], timeout=20)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_etrun_stopped_or_killed_inside_salloc_leaves_nothing_on_any_node(cluster, marker_env, sig):
     # SIGTERM: etrun stops its ranks (the stubs close srun's stdin, the wrapper stops the rank).
