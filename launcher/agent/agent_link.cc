@@ -118,20 +118,29 @@ void AgentLink::Read() {
 }
 
 void AgentLink::OnStreamEnd(int waited) {
-  // A remote shell that ended says how (its exit status); give it a moment to be reaped.
-  int status = 0;
-  pid_t got = pid_ > 0 ? waitpid(pid_, &status, WNOHANG) : 0;
-  if (pid_ > 0 && got == 0 && waited < 50) {
+  // A remote shell that ended says how (its exit status), and its last words (or the SSH
+  // connection's failure) may still be on their way on stderr: give both a moment.
+  if (pid_ > 0) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      shell_status_ = status;
+    }
+  }
+  bool stderr_open = err_.has_value() && !err_ended_;
+  if ((pid_ > 0 || stderr_open) && waited < 50) {
     reap_timer_.expires_after(std::chrono::milliseconds(20));
     std::weak_ptr<bool> alive = alive_;
     reap_timer_.async_wait([this, alive, waited](const boost::system::error_code& ec) {
-      if (!ec && alive.lock() && state_ != State::kLost && state_ != State::kClosed) OnStreamEnd(waited + 1);
+      if (!ec && alive.lock() && state_ != State::kLost && state_ != State::kClosed) {
+        OnStreamEnd(waited + 1);
+      }
     });
     return;
   }
   std::string last = last_errors_.empty() ? "" : last_errors_.back();
-  if (got == pid_ && pid_ > 0) {
-    pid_ = -1;
+  if (shell_status_) {
+    int status = *shell_status_;
     if (WIFSIGNALED(status)) {
       return Lose(fmt::format("etrun: error: remote shell for {} was killed by signal {}: the host's "
                               "ranks are lost", options_.host, WTERMSIG(status)),
@@ -255,6 +264,7 @@ void AgentLink::ReadStderr() {
                           }
                           if (ec) {
                             if (!err_line_.empty()) last_errors_.push_back(std::move(err_line_));
+                            err_ended_ = true;
                             return;
                           }
                           ReadStderr();

@@ -125,6 +125,7 @@ class AgentLink : public RankHost {
   std::optional<boost::asio::posix::stream_descriptor> from_;
   std::optional<boost::asio::posix::stream_descriptor> err_;
   pid_t pid_ = -1;
+  std::optional<int> shell_status_;  // the remote shell's wait status, once reaped
   boost::asio::steady_timer timer_;
   boost::asio::steady_timer reap_timer_;
   std::chrono::steady_clock::time_point began_;
@@ -133,6 +134,7 @@ class AgentLink : public RankHost {
   char err_buffer_[4096];
   std::string preamble_;      // the login's text before the marker
   std::string err_line_;      // a stderr line being read
+  bool err_ended_ = false;    // stderr reached its end
   std::deque<std::string> last_errors_;  // the last stderr lines, for messages
   FrameReader reader_;
   bool paused_ = false;       // RankHostEvents asked to stop reading
