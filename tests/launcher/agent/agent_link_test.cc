@@ -167,7 +167,8 @@ TEST_CASE("a stream that ends before the agent runs fails its ranks with the log
   FakeAgent agent;
   link.Begin(agent.Transport());
   link.StartRank(0, "a");
-  REQUIRE(write(agent.err[1], "ssh: connect to host h2 port 22: No route to host\n", 51) == 51);
+  std::string said = "ssh: connect to host h2 port 22: No route to host\n";
+  REQUIRE(write(agent.err[1], said.data(), said.size()) == static_cast<ssize_t>(said.size()));
   agent.Hang();
   RunUntil(&io, [&] { return events.exits.size() == 1; });
   CHECK(events.exits[0].code == kHostLost);
