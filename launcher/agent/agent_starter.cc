@@ -109,9 +109,10 @@ AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
   options.host = rank.host;
   options.lost_after_s = config_.host_timeout_s;
   options.image = &image_;
-  // Slurm signalling the job's own step drains the whole job; a node of an allocation it grew
-  // onto ending is no stop.
-  options.pass_term = !shell.empty() && rank.remote_shell.empty();
+  // Slurm signalling the job's own steps (scancel --signal=TERM, preemption) drains the whole
+  // job, as when it signals the batch shell; a node of an allocation it grew onto ending is no
+  // stop, and neither is one pod of a remote shell being terminated (its host is lost instead).
+  options.pass_term = IsSrun(shell) && rank.remote_shell.empty();
   AgentTransport transport;
   std::string err;
   if (!shell.empty()) {
