@@ -73,6 +73,24 @@ struct FakeAgent {
   std::string heard;
 };
 
+// A link to the test's fake agent, begun; its io_context is run by RunUntil.
+struct Linked {
+  explicit Linked(AgentLink::Options options) : link(&io, &events, std::move(options)) {
+    link.Begin(agent.Transport());
+  }
+  boost::asio::io_context io;
+  Recorder events;
+  FakeAgent agent;
+  AgentLink link;  // last: gone first
+};
+
+AgentLink::Options Named(const std::string& host, const std::string& label = "") {
+  AgentLink::Options options;
+  options.host = host;
+  options.label = label;
+  return options;
+}
+
 void RunUntil(boost::asio::io_context* io, const std::function<bool()>& done, double seconds = 5) {
   auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (!done() && std::chrono::steady_clock::now() < until) {
@@ -94,112 +112,89 @@ TEST_CASE("a host without an agent gets the binary first, and frames only once t
   AgentImage image;
   image.path = path;
   image.id = "build-1";
-  boost::asio::io_context io;
-  Recorder events;
-  AgentLink::Options options;
-  options.host = "h1";
-  options.label = "ssh h1:22";
+  AgentLink::Options options = Named("h1", "ssh h1:22");
   options.image = &image;
-  AgentLink link(&io, &events, options);
-  FakeAgent agent;
-  link.Begin(agent.Transport());
-  link.StartRank(4, "echo hi");  // queued: the bootstrap reads the binary from this stream first
-  agent.Say("Welcome to h1\n");
-  agent.Say(std::string(kNeedLine) + "\n");
-  RunUntil(&io, [&] { return agent.Heard().size() >= 29; });
-  CHECK(agent.Heard() == "#!/bin/sh\n# not really etrun\n");
-  CHECK_FALSE(link.up());
-  agent.Say(std::string(kHelloLine) + "build-1\n");
-  agent.Frame(kFacts, 0, "hostname=h1\n");
-  RunUntil(&io, [&] { return agent.Heard().size() > 29; });
-  CHECK(link.up());
-  std::vector<Frame> frames = FramesOf(agent.Heard().substr(29));
+  Linked t(options);
+  t.link.StartRank(4, "echo hi");  // queued: the bootstrap reads the binary from this stream first
+  t.agent.Say("Welcome to h1\n");
+  t.agent.Say(std::string(kNeedLine) + "\n");
+  RunUntil(&t.io, [&] { return t.agent.Heard().size() >= 29; });
+  CHECK(t.agent.Heard() == "#!/bin/sh\n# not really etrun\n");
+  CHECK_FALSE(t.link.up());
+  t.agent.Say(std::string(kHelloLine) + "build-1\n");
+  t.agent.Frame(kFacts, 0, "hostname=h1\n");
+  RunUntil(&t.io, [&] { return t.agent.Heard().size() > 29; });
+  CHECK(t.link.up());
+  std::vector<Frame> frames = FramesOf(t.agent.Heard().substr(29));
   REQUIRE(frames.size() >= 1);
   CHECK(frames[0].op == kStart);
   CHECK(frames[0].id == 4);
   CHECK(frames[0].data == "echo hi");
-  CHECK(link.facts() == "hostname=h1\n");
+  CHECK(t.link.facts() == "hostname=h1\n");
   std::remove(path.c_str());
 }
 
 TEST_CASE("the agent's frames are each rank's output and exit; signals go to the agent") {
-  boost::asio::io_context io;
-  Recorder events;
-  AgentLink::Options options;
-  options.host = "h1";
-  AgentLink link(&io, &events, options);
-  FakeAgent agent;
-  link.Begin(agent.Transport());
-  agent.Say(std::string(kHelloLine) + "x\n");
-  link.StartRank(1, "a");
-  link.StartRank(2, "b");
-  agent.Frame(kStdout, 1, "one\ntw");
-  agent.Frame(kStderr, 2, "warn\n");
-  agent.Frame(kStdout, 1, "o\n");
-  agent.Frame(kExit, 1, "c3");
-  agent.Frame(kExit, 2, "s9");
-  agent.Frame(kStdout, 1, "after its exit: dropped\n");
-  RunUntil(&io, [&] { return events.exits.size() == 2; });
-  CHECK(events.out[1] == "one\ntwo\n");
-  CHECK(events.err[2] == "warn\n");
-  CHECK(events.exits[1].code == 3);
-  CHECK(events.exits[2].kind == ExitStatus::Kind::kSignaled);
-  CHECK(events.exits[2].signal == 9);
-  link.StartRank(3, "c");
-  link.SignalRank(3, 15);
-  link.SignalRank(1, 15);  // finished: nothing sent
-  RunUntil(&io, [&] { return FramesOf(agent.Heard()).size() >= 4; });
-  std::vector<Frame> frames = FramesOf(agent.Heard());
+  AgentLink::Options options = Named("h1");
+  Linked t(options);
+  t.agent.Say(std::string(kHelloLine) + "x\n");
+  t.link.StartRank(1, "a");
+  t.link.StartRank(2, "b");
+  t.agent.Frame(kStdout, 1, "one\ntw");
+  t.agent.Frame(kStderr, 2, "warn\n");
+  t.agent.Frame(kStdout, 1, "o\n");
+  t.agent.Frame(kExit, 1, "c3");
+  t.agent.Frame(kExit, 2, "s9");
+  t.agent.Frame(kStdout, 1, "after its exit: dropped\n");
+  RunUntil(&t.io, [&] { return t.events.exits.size() == 2; });
+  CHECK(t.events.out[1] == "one\ntwo\n");
+  CHECK(t.events.err[2] == "warn\n");
+  CHECK(t.events.exits[1].code == 3);
+  CHECK(t.events.exits[2].kind == ExitStatus::Kind::kSignaled);
+  CHECK(t.events.exits[2].signal == 9);
+  t.link.StartRank(3, "c");
+  t.link.SignalRank(3, 15);
+  t.link.SignalRank(1, 15);  // finished: nothing sent
+  RunUntil(&t.io, [&] { return FramesOf(t.agent.Heard()).size() >= 4; });
+  std::vector<Frame> frames = FramesOf(t.agent.Heard());
   REQUIRE(frames.size() == 4);
   CHECK(frames[3].op == kSignal);
   CHECK(frames[3].id == 3);
   CHECK(frames[3].data == "15");
-  CHECK(link.RunDetached("ss -K dst 198.18.0.3"));
+  CHECK(t.link.RunDetached("ss -K dst 198.18.0.3"));
 }
 
 TEST_CASE("a stream that ends before the agent runs fails its ranks with the login's last words") {
-  boost::asio::io_context io;
-  Recorder events;
-  AgentLink::Options options;
-  options.host = "h2";
-  options.label = "remote shell to h2";
-  AgentLink link(&io, &events, options);
-  FakeAgent agent;
-  link.Begin(agent.Transport());
-  link.StartRank(0, "a");
+  AgentLink::Options options = Named("h2", "remote shell to h2");
+  Linked t(options);
+  t.link.StartRank(0, "a");
   std::string said = "ssh: connect to host h2 port 22: No route to host\n";
-  REQUIRE(write(agent.err[1], said.data(), said.size()) == static_cast<ssize_t>(said.size()));
-  agent.Hang();
-  RunUntil(&io, [&] { return events.exits.size() == 1; });
-  CHECK(events.exits[0].code == kHostLost);
-  CHECK(events.err[0] == "etrun: error: remote shell to h2: the agent did not start: ssh: connect to host h2 "
+  REQUIRE(write(t.agent.err[1], said.data(), said.size()) == static_cast<ssize_t>(said.size()));
+  t.agent.Hang();
+  RunUntil(&t.io, [&] { return t.events.exits.size() == 1; });
+  CHECK(t.events.exits[0].code == kHostLost);
+  CHECK(t.events.err[0] == "etrun: error: remote shell to h2: the agent did not start: ssh: connect to host h2 "
                          "port 22: No route to host\n");
-  CHECK(link.lost());
-  link.StartRank(1, "b");  // a lost host fails new ranks at once
-  CHECK(events.exits[1].code == kHostLost);
+  CHECK(t.link.lost());
+  t.link.StartRank(1, "b");  // a lost host fails new ranks at once
+  CHECK(t.events.exits[1].code == kHostLost);
 }
 
 TEST_CASE("an agent that goes silent is lost after --lost-host-timeout, counted from its start") {
-  boost::asio::io_context io;
-  Recorder events;
-  AgentLink::Options options;
-  options.host = "h3";
-  options.label = "ssh h3:22";
+  AgentLink::Options options = Named("h3", "ssh h3:22");
   options.lost_after_s = 0.5;
-  AgentLink link(&io, &events, options);
-  FakeAgent agent;
-  link.Begin(agent.Transport());
-  link.StartRank(7, "a");
+  Linked t(options);
+  t.link.StartRank(7, "a");
   // A slow login: silent for longer than the timeout before the agent runs, and not lost.
-  RunUntil(&io, [] { return false; }, 1.2);
-  CHECK_FALSE(link.lost());
-  agent.Say(std::string(kHelloLine) + "x\n");
-  RunUntil(&io, [&] { return link.up(); });
-  REQUIRE(link.up());
-  RunUntil(&io, [&] { return events.exits.count(7) != 0; }, 5);
-  CHECK(link.lost());
-  CHECK(events.exits[7].code == kHostLost);
-  CHECK(events.err[7] == "etrun: error: ssh h3:22: connection lost: no answer for 0.5 s (--lost-host-timeout)\n");
+  RunUntil(&t.io, [] { return false; }, 1.2);
+  CHECK_FALSE(t.link.lost());
+  t.agent.Say(std::string(kHelloLine) + "x\n");
+  RunUntil(&t.io, [&] { return t.link.up(); });
+  REQUIRE(t.link.up());
+  RunUntil(&t.io, [&] { return t.events.exits.count(7) != 0; }, 5);
+  CHECK(t.link.lost());
+  CHECK(t.events.exits[7].code == kHostLost);
+  CHECK(t.events.err[7] == "etrun: error: ssh h3:22: connection lost: no answer for 0.5 s (--lost-host-timeout)\n");
 }
 
 }  // namespace
