@@ -129,14 +129,6 @@ bool LocalGpuSlots(const JobConfig& config, const std::vector<std::string>& envi
   return true;
 }
 
-GpuSlots RemoteGpuSlots(const GpuSlots& gpus) {
-  GpuSlots remote = gpus;
-  remote.pool.clear();
-  remote.counted = false;
-  remote.source.clear();
-  return remote;
-}
-
 std::string PermutedDevices(const std::vector<std::string>& devices, int local_rank,
                             int horovod_local_rank, int local_size) {
   if (local_rank == horovod_local_rank || local_rank < 0 || horovod_local_rank < 0) return "";

@@ -18,10 +18,11 @@ struct GpuSlots {
   int gpus_per_rank = 0;  // --gpus-per-rank; 0: not given
   int ranks_per_gpu = 0;  // --ranks-per-gpu; 0: not given
   // The host's GPUs in the order they are handed out: "0".."n-1" from nvidia-smi, or the entries
-  // of the launcher's own CUDA_VISIBLE_DEVICES (indices or UUIDs). Empty: not counted (remote
-  // hosts, or no nvidia-smi), so ranks get plain indices and nothing is checked.
+  // of the host's own CUDA_VISIBLE_DEVICES (indices or UUIDs). Empty: not counted (no
+  // nvidia-smi), so ranks get plain indices and nothing is checked. Remote hosts' agents count
+  // theirs on the host (launcher/agent/agent.h).
   std::vector<std::string> pool;
-  bool counted = false;  // pool holds this host's GPUs; false for remote hosts
+  bool counted = false;  // pool holds the host's GPUs
   std::string source;    // where the count came from, for messages: "nvidia-smi -L"
 
   bool enabled() const { return gpus_per_rank > 0 || ranks_per_gpu > 0; }
@@ -54,9 +55,6 @@ bool DetectLocalGpus(const std::vector<std::string>& environment, GpuSlots* gpus
 // counted by DetectLocalGpus; logs its warning. Without the flags: disabled, true.
 bool LocalGpuSlots(const JobConfig& config, const std::vector<std::string>& environment,
                    GpuSlots* gpus, std::string* err);
-
-// `gpus` for a host that is not this machine: same flags, GPUs not counted (plain indices).
-GpuSlots RemoteGpuSlots(const GpuSlots& gpus);
 
 // CUDA_VISIBLE_DEVICES for a process started in slot `local_rank` of a host when Horovod will
 // report it as `horovod_local_rank` (Horovod numbers a host's processes by global rank, and etrun

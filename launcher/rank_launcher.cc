@@ -100,7 +100,7 @@ bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::strin
       if (IsExportable(kv.substr(0, kv.find('=')))) exported.push_back(kv);
     }
     RunVars remote_run = request.run;
-    remote_run.gpus = RemoteGpuSlots(request.run.gpus);  // another machine's: by index, uncounted
+    remote_run.gpus = GpuSlots{};  // the host's agent counts its GPUs and sets CUDA_VISIBLE_DEVICES
     std::vector<std::string> remote_env =
         BuildWorkerEnv(exported, config_.tunables, slot, request.group_rank, remote_run);
     // `env` keeps the last of duplicates: the extra variables win.
@@ -108,7 +108,9 @@ bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::strin
     char cwd[4096];
     RemoteRank remote{slot.hostname, getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".",
                       std::move(remote_env), config_.command, config_.grace_period_s,
-                      RemoteNetwork(request.run, slot.hostname, exported), request.remote_shell};
+                      RemoteNetwork(request.run, slot.hostname, exported),
+                      {request.run.gpus.gpus_per_rank, request.run.gpus.ranks_per_gpu, slot.local_rank},
+                      request.remote_shell};
     if (remote_ == nullptr) {
       *err = "cannot start a rank on " + slot.hostname + ": this job starts ranks on this machine only";
       return false;

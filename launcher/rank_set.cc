@@ -106,7 +106,7 @@ bool RankSet::Start(int rank, const std::string& host, const LaunchSpec& spec,
     int rank_id = r->id;
     ranks_.emplace(r->id, std::move(r));
     ++active_;
-    remote->StartRank(rank_id, spec.remote_command);  // a host already lost reports it at once
+    remote->StartRank(rank_id, spec.remote_command, spec.remote_gpus);  // a host already lost reports it at once
     return true;
   }
   SpawnedProcess process;

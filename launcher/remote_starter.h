@@ -43,9 +43,10 @@ class RankHostEvents {
 class RankHost {
  public:
   virtual ~RankHost() = default;
-  // Asks the agent to run `command` (POSIX sh) as rank `id`: in its own process group, output
-  // and exit reported through RankHostEvents. A host that is gone reports it exited 255.
-  virtual void StartRank(int id, const std::string& command) = 0;
+  // Asks the agent to run `command` (POSIX sh) as rank `id`: in its own process group, with
+  // CUDA_VISIBLE_DEVICES set to its share of the host's GPUs when `gpus` is enabled, output and
+  // exit reported through RankHostEvents. A host that is gone reports it exited 255.
+  virtual void StartRank(int id, const std::string& command, const GpuShare& gpus) = 0;
   // Sends `sig` to the process group of rank `id` there.
   virtual void SignalRank(int id, int sig) = 0;
   // Reading resumes after OnRemoteOutput returned false.
@@ -60,6 +61,7 @@ struct RemoteRank {
   std::vector<std::string> argv;  // the command
   double grace_s = 5;             // SIGTERM to SIGKILL when the rank is stopped
   HostNetwork network;
+  GpuShare gpus;                  // counted and handed out on the host
   // Its host's own remote-shell template ({host}), instead of the job's (--remote-shell, SSH):
   // a node of another Slurm allocation. "": the job's.
   std::string remote_shell;

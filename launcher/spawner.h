@@ -16,6 +16,15 @@ namespace etrun::launcher {
 
 class RankHost;
 
+// The GPUs a rank on another host takes there (--gpus-per-rank / --ranks-per-gpu): its host's
+// agent counts that host's GPUs and hands the rank its share by local rank (gpu_slots.h).
+struct GpuShare {
+  int gpus_per_rank = 0;
+  int ranks_per_gpu = 0;
+  int local_rank = 0;
+  bool enabled() const { return gpus_per_rank > 0 || ranks_per_gpu > 0; }
+};
+
 struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH unless it contains '/'
   std::vector<std::string> env;   // complete environment, "K=V"
@@ -26,6 +35,7 @@ struct LaunchSpec {
   // A rank on another host: its agent runs `remote_command` there (argv and env are not used).
   RankHost* remote_host = nullptr;
   std::string remote_command;
+  GpuShare remote_gpus;  // none unless enabled()
 };
 
 // A started process. The read ends are non-blocking and close-on-exec; the caller owns them.

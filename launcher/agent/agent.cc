@@ -24,6 +24,7 @@
 
 #include "launcher/agent/wire.h"
 #include "launcher/child.h"
+#include "launcher/gpu_slots.h"
 #include "launcher/guardian.h"
 #include "launcher/output_sink.h"
 #include "launcher/rank_set.h"
@@ -121,6 +122,7 @@ class Agent {
                                        std::chrono::milliseconds(static_cast<int>(options_.grace_s * 1000)));
     ranks_->set_on_finished([this] { OnFinished(); });
     environment_ = CurrentEnvironment();
+    CountGpus();
     int in = dup(STDIN_FILENO);
     fcntl(in, F_SETFL, O_NONBLOCK);
     input_.emplace(io_, in);
@@ -142,7 +144,39 @@ class Agent {
   std::string Facts() const {
     char name[256] = {};
     gethostname(name, sizeof(name) - 1);
-    return "hostname=" + std::string(name) + "\npid=" + std::to_string(getpid()) + "\n";
+    std::string facts = "hostname=" + std::string(name) + "\npid=" + std::to_string(getpid()) + "\n";
+    if (gpus_.enabled()) {
+      std::string list;
+      for (const std::string& d : gpus_.pool) list += (list.empty() ? "" : ",") + d;
+      facts += gpus_.counted ? "gpus=" + list + "\ngpus_from=" + gpus_.source + "\n" : "gpus=uncounted\n";
+    }
+    return facts;
+  }
+
+  // The host's GPUs, counted here as the launcher counts its own (gpu_slots.h), once.
+  void CountGpus() {
+    gpus_.gpus_per_rank = options_.gpus_per_rank;
+    gpus_.ranks_per_gpu = options_.ranks_per_gpu;
+    if (!gpus_.enabled()) return;
+    std::string warning;
+    DetectLocalGpus(environment_, &gpus_, &warning, &gpus_error_);  // an error: each GPU rank says it
+    if (!warning.empty()) Say(warning);
+  }
+
+  // CUDA_VISIBLE_DEVICES for the rank `share` describes, from the host's GPUs. Returns false and
+  // sets *err when the host cannot give it its share.
+  bool ShareGpus(const GpuShare& share, std::string* devices, std::string* err) const {
+    if (!gpus_error_.empty()) {
+      *err = gpus_error_;
+      return false;
+    }
+    GpuSlots slots = gpus_;
+    slots.gpus_per_rank = share.gpus_per_rank;
+    slots.ranks_per_gpu = share.ranks_per_gpu;
+    if (GpuDevices(slots, share.local_rank, devices, err)) return true;
+    *err += share.gpus_per_rank > 0 ? ": lower --gpus-per-rank or " + options_.host + "'s slots"
+                                    : ": raise --ranks-per-gpu or lower " + options_.host + "'s slots";
+    return false;
   }
 
   void Read() {
@@ -171,6 +205,12 @@ class Agent {
         return;
       }
       case kRun: return RunDetached(f.data);
+      case kGpus: {
+        GpuShare share;
+        if (!ParseGpuShare(f.data, &share)) return Stop("a bad GPU share from the launcher");
+        shares_[f.id] = share;
+        return;
+      }
       case kPing: return;
       default: return Stop("unknown request from the launcher");
     }
@@ -180,6 +220,14 @@ class Agent {
     LaunchSpec spec;
     spec.argv = {"/bin/sh", "-c", command};
     spec.env = environment_;
+    if (auto share = shares_.find(id); share != shares_.end()) {
+      std::string devices, err;
+      bool ok = ShareGpus(share->second, &devices, &err);
+      shares_.erase(share);
+      if (!ok) return Refuse(id, err, kExitUsage);
+      std::erase_if(spec.env, [](const std::string& kv) { return kv.starts_with("CUDA_VISIBLE_DEVICES="); });
+      spec.env.push_back("CUDA_VISIBLE_DEVICES=" + devices);
+    }
     RankOutput output;
     output.console_out = out_;
     output.console_err = out_;
@@ -189,14 +237,18 @@ class Agent {
     std::string err;
     int set_id = -1;
     if (!ranks_->Start(static_cast<int>(id), options_.host, spec, output, &err, &set_id)) {
-      std::string frames;
-      AppendFlushedFrame(&frames, kStderr, id, "etrun: error: agent on " + options_.host + ": " + err + "\n");
-      AppendFlushedFrame(&frames, kExit, id, ExitText(ExitStatus::Exited(kExitCommandNotFound)));
-      sink_->Append(out_, frames);
-      return;
+      return Refuse(id, err, kExitCommandNotFound);
     }
     ids_[id] = set_id;
     launcher_ids_[set_id] = id;
+  }
+
+  // Rank `id` does not start: its stderr says why, and it exits with `code`.
+  void Refuse(uint32_t id, const std::string& why, int code) {
+    std::string frames;
+    AppendFlushedFrame(&frames, kStderr, id, "etrun: error: agent on " + options_.host + ": " + why + "\n");
+    AppendFlushedFrame(&frames, kExit, id, ExitText(ExitStatus::Exited(code)));
+    sink_->Append(out_, frames);
   }
 
   static void RunDetached(const std::string& command) {
@@ -300,6 +352,9 @@ class Agent {
   std::optional<asio::posix::stream_descriptor> input_;
   char buffer_[1 << 16];
   FrameReader reader_;
+  GpuSlots gpus_;                         // the host's GPUs, with the job's flags
+  std::string gpus_error_;                // they could not be counted: why
+  std::map<uint32_t, GpuShare> shares_;   // launcher id -> the GPUs its start gets
   std::map<uint32_t, int> ids_;           // launcher id -> RankSet id
   std::map<int, uint32_t> launcher_ids_;  // and back
   std::chrono::steady_clock::time_point last_heard_;
@@ -345,6 +400,14 @@ bool ParseAgentArgs(int argc, char** argv, AgentOptions* options, std::string* e
         *err = "bad --grace";
         return false;
       }
+    } else if (flag == "--gpus-per-rank" || flag == "--ranks-per-gpu") {
+      char* end = nullptr;
+      long n = strtol(value, &end, 10);
+      if (end == value || *end != '\0' || n < 1 || n > 1 << 20) {
+        *err = "bad " + flag;
+        return false;
+      }
+      (flag == "--gpus-per-rank" ? options->gpus_per_rank : options->ranks_per_gpu) = static_cast<int>(n);
     } else {
       *err = "unknown argument " + flag;
       return false;
@@ -357,7 +420,11 @@ std::string AgentArgs(const AgentOptions& options) {
   char timeout[32], grace[32];
   snprintf(timeout, sizeof(timeout), "%g", options.launcher_timeout_s);
   snprintf(grace, sizeof(grace), "%g", options.grace_s);
-  return "--host " + ShellQuote(options.host) + " --launcher-timeout " + timeout + " --grace " + grace;
+  std::string args =
+      "--host " + ShellQuote(options.host) + " --launcher-timeout " + timeout + " --grace " + grace;
+  if (options.gpus_per_rank > 0) args += " --gpus-per-rank " + std::to_string(options.gpus_per_rank);
+  if (options.ranks_per_gpu > 0) args += " --ranks-per-gpu " + std::to_string(options.ranks_per_gpu);
+  return args;
 }
 
 int RunAgent(const AgentOptions& options) {

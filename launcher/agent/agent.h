@@ -3,7 +3,8 @@
 // signals and reaps that host's ranks with the same RankSet etrun uses on its own machine (own
 // process groups, parent-death signal, the guardian), and sends back over its stdout, as frames
 // (wire.h), each rank's output as read, its exit status once its output is complete, a heartbeat
-// every second and the host's facts. It runs what the launcher asks: a rank ('S'), a signal to
+// every second and the host's facts (its GPUs among them, when the job hands GPUs out). It runs
+// what the launcher asks: a rank ('S', with its share of the host's GPUs after a 'G'), a signal to
 // one ('K'), a detached command ('R', fencing).
 // It outlives nothing: when its stdin closes, or nothing comes from the launcher for
 // --launcher-timeout seconds, it stops its ranks (SIGTERM, SIGKILL after the grace period) and
@@ -30,6 +31,11 @@ struct AgentOptions {
   std::string host;              // for messages
   double launcher_timeout_s = 10;  // nothing from the launcher this long: stop and exit
   double grace_s = 5;            // SIGTERM to SIGKILL when stopping
+  // The job's --gpus-per-rank / --ranks-per-gpu (0: not given). With either, the agent counts
+  // the host's GPUs as it starts (its CUDA_VISIBLE_DEVICES, a Slurm step's, else nvidia-smi -L),
+  // says them in its facts, and gives each rank its share of them (kGpus).
+  int gpus_per_rank = 0;
+  int ranks_per_gpu = 0;
 };
 
 // Parses the agent's arguments (after the mode). Returns false and sets *err on a bad one.

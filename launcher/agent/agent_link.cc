@@ -68,7 +68,7 @@ void AgentLink::Begin(AgentTransport transport) {
 
 void AgentLink::Fail(const std::string& why) { Lose(why); }
 
-void AgentLink::StartRank(int id, const std::string& command) {
+void AgentLink::StartRank(int id, const std::string& command, const GpuShare& gpus) {
   if (state_ == State::kLost || state_ == State::kClosed) {
     events_->OnRemoteOutput(id, true, lost_line_);
     events_->OnRemoteExit(id, ExitStatus::Exited(kHostLost));
@@ -76,6 +76,7 @@ void AgentLink::StartRank(int id, const std::string& command) {
   }
   live_.insert(id);
   std::string frame;
+  if (gpus.enabled()) AppendFrame(&frame, kGpus, static_cast<uint32_t>(id), GpuShareText(gpus));
   AppendFrame(&frame, kStart, static_cast<uint32_t>(id), command);
   Send(std::move(frame));
 }

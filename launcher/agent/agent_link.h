@@ -78,7 +78,7 @@ class AgentLink : public RankHost {
   void Fail(const std::string& why);
 
   // RankHost.
-  void StartRank(int id, const std::string& command) override;
+  void StartRank(int id, const std::string& command, const GpuShare& gpus) override;
   void SignalRank(int id, int sig) override;
   void Resume() override;
 

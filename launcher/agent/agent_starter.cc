@@ -65,6 +65,9 @@ bool StartRemoteShell(const std::string& command_line, const std::vector<std::st
 
 AgentStarter::AgentStarter(const JobConfig& config, std::vector<std::string> environment)
     : config_(config), environment_(std::move(environment)) {
+  // This machine's CUDA_VISIBLE_DEVICES names its GPUs, never another host's: a remote shell that
+  // passes its environment on (srun does) must not make a host's agent take it for its own.
+  std::erase_if(environment_, [](const std::string& kv) { return kv.starts_with("CUDA_VISIBLE_DEVICES="); });
   image_.path = SelfPath();
   image_.id = AgentId();
   struct stat st = {};
@@ -103,6 +106,8 @@ AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
   agent.grace_s = config_.grace_period_s;
   // The agent gives up on a silent launcher later than the launcher on it.
   agent.launcher_timeout_s = std::max(10.0, 3 * config_.host_timeout_s);
+  agent.gpus_per_rank = config_.gpus_per_rank.value_or(0);
+  agent.ranks_per_gpu = config_.ranks_per_gpu.value_or(0);
   std::string bootstrap =
       BootstrapCommand(image_.path, image_.id, image_size_, agent, AgentEnvironment(environment_));
   AgentLink::Options options;
@@ -157,6 +162,7 @@ bool AgentStarter::Plan(const RemoteRank& rank, LaunchSpec* spec, std::string* e
   Host* host = Open(rank);
   spec->remote_host = host->link.get();
   spec->remote_command = RankCommand(rank, host->ssh_connection);
+  spec->remote_gpus = rank.gpus;
   return true;
 }
 

@@ -23,7 +23,8 @@ namespace etrun::launcher::agent {
 class AgentStarter : public RemoteStarter {
  public:
   // Reads the SSH flags, --remote-shell, --lost-host-timeout and --grace-period of `config`,
-  // which must outlive the starter. `environment` is what remote shells run with.
+  // which must outlive the starter. `environment` is what remote shells run with, less
+  // CUDA_VISIBLE_DEVICES (this machine's GPUs).
   AgentStarter(const JobConfig& config, std::vector<std::string> environment);
   ~AgentStarter() override;
 

@@ -44,6 +44,28 @@ bool ParseExitText(std::string_view text, ExitStatus* status) {
   return true;
 }
 
+std::string GpuShareText(const GpuShare& share) {
+  return std::to_string(share.gpus_per_rank) + " " + std::to_string(share.ranks_per_gpu) + " " +
+         std::to_string(share.local_rank);
+}
+
+bool ParseGpuShare(std::string_view text, GpuShare* share) {
+  int values[3] = {};
+  const char* p = text.data();
+  const char* end = text.data() + text.size();
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0 && (p == end || *p++ != ' ')) return false;
+    auto [next, ec] = std::from_chars(p, end, values[i]);
+    if (ec != std::errc() || values[i] < 0 || values[i] > 1 << 20) return false;
+    p = next;
+  }
+  GpuShare parsed{values[0], values[1], values[2]};
+  // Exactly one of the two flags.
+  if (p != end || (parsed.gpus_per_rank > 0) == (parsed.ranks_per_gpu > 0)) return false;
+  *share = parsed;
+  return true;
+}
+
 bool FrameReader::Feed(std::string_view data, const std::function<void(Frame&)>& on_frame) {
   buffer_.append(data);
   size_t at = 0;

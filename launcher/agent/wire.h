@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "events/exit_status.h"
+#include "launcher/spawner.h"
 
 namespace etrun::launcher::agent {
 
@@ -30,6 +31,7 @@ enum Op : char {
   kSignal = 'K',  // data: the signal number, decimal; to the rank's process group
   kRun = 'R',     // data: a command run detached, output discarded (fencing)
   kPing = 'P',    // the launcher is alive
+  kGpus = 'G',    // data: GpuShareText; the next kStart of this id gets that share of the host's GPUs
   // agent -> launcher
   kFacts = 'H',   // data: "key=value" lines (hostname=, pid=): follows the marker line
   kStdout = 'O',  // data: bytes of the rank's stdout
@@ -62,6 +64,10 @@ void AppendFlushedFrame(std::string* out, char op, uint32_t id, std::string_view
 // "c<code>" or "s<signal>", and back; false for anything else.
 std::string ExitText(const ExitStatus& status);
 bool ParseExitText(std::string_view text, ExitStatus* status);
+
+// "<gpus_per_rank> <ranks_per_gpu> <local_rank>", and back; false for anything else.
+std::string GpuShareText(const GpuShare& share);
+bool ParseGpuShare(std::string_view text, GpuShare* share);
 
 // Frames out of a byte stream fed in pieces.
 class FrameReader {

@@ -135,3 +135,70 @@ def test_a_host_that_cannot_store_the_agent_fails_its_ranks_in_one_line(bed, hid
     assert r.returncode != 0
     assert "etrun: error: no etrun of this build on the host and cannot write" in r.stderr, r.stderr
     assert "rank 1 on a2" in r.stderr, r.stderr
+
+
+def gpu_shell(bed, tmp_path, gpus_by_host, prefix=""):
+    """A remote shell into the bed whose hosts each have their own nvidia-smi on PATH, listing
+    gpus_by_host[host] GPUs (failing when that is None: the tool must not be asked), with
+    `prefix` ("VAR=value ...") in the agent's environment, as a Slurm step's would be."""
+    for host, count in gpus_by_host.items():
+        bin_dir = tmp_path / host
+        bin_dir.mkdir()
+        smi = bin_dir / "nvidia-smi"
+        smi.write_text("#!/bin/sh\n[ \"$1\" = -L ] || exit 64\n" +
+                       ("echo asked >&2; exit 9\n" if count is None else
+                        "".join(f"echo 'GPU {i}: NVIDIA Fake (UUID: GPU-{host}-{i})'\n" for i in range(count))))
+        smi.chmod(0o755)
+    return (f"/usr/bin/python3 {BED_SCRIPT} host --dir {bed.dir} {{host}} -- "
+            f"env {prefix} PATH={tmp_path}/{{host}}:/usr/bin:/bin")
+
+
+def devices(stdout):
+    return {rank: lines[0] for rank, lines in rank_lines(stdout).items()}
+
+
+SHOW_DEVICES = ["sh", "-c", 'echo "${CUDA_VISIBLE_DEVICES-unset}"']
+
+
+def test_remote_hosts_count_their_own_gpus_and_hand_them_out(bed, tmp_path, marker_env):
+    # a1 has 4 GPUs, a2 has 2; the launcher's own CUDA_VISIBLE_DEVICES (one GPU) is this machine's
+    # and counts for no remote host.
+    shell = gpu_shell(bed, tmp_path, {"a1": 4, "a2": 2})
+    env = bed.env(dict(os.environ, CUDA_VISIBLE_DEVICES="9", **marker_env))
+    r = subprocess.run(bed.exec_argv([ETRUN, "-np", "5", "-H", "a1:3,a2:2", "--gpus-per-rank", "1",
+                                      "--remote-shell", shell] + SHOW_DEVICES),
+                       env=env, capture_output=True, timeout=120, text=True)
+    assert r.returncode == 0, r.stderr
+    assert devices(r.stdout) == {0: "0", 1: "1", 2: "2", 3: "0", 4: "1"}
+    assert r.stderr == ""
+    r = subprocess.run(bed.exec_argv([ETRUN, "-np", "4", "-H", "a1:2,a2:2", "--ranks-per-gpu", "2",
+                                      "--remote-shell", shell] + SHOW_DEVICES),
+                       env=env, capture_output=True, timeout=120, text=True)
+    assert r.returncode == 0, r.stderr
+    assert devices(r.stdout) == {0: "0", 1: "0", 2: "0", 3: "0"}
+
+
+def test_a_hosts_own_cuda_visible_devices_wins_over_nvidia_smi(bed, tmp_path):
+    # As in a Slurm step given GPUs: the agent's CUDA_VISIBLE_DEVICES lists the host's GPUs for the
+    # job, and nvidia-smi is not asked.
+    shell = gpu_shell(bed, tmp_path, {"a3": None}, prefix="CUDA_VISIBLE_DEVICES=GPU-x,GPU-y")
+    r = bed.run_launcher([ETRUN, "-np", "2", "-H", "a3:2", "--gpus-per-rank", "1", "--remote-shell", shell]
+                         + SHOW_DEVICES, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert devices(r.stdout) == {0: "GPU-x", 1: "GPU-y"}
+    assert "asked" not in r.stderr
+
+
+def test_a_remote_host_with_too_few_gpus_fails_its_ranks_in_one_line_each(bed, tmp_path, marker_env):
+    shell = gpu_shell(bed, tmp_path, {"a1": 4, "a2": 2})
+    r = subprocess.run(bed.exec_argv([ETRUN, "-np", "4", "-H", "a1:2,a2:2", "--gpus-per-rank", "2",
+                                      "--remote-shell", shell, "sleep", "30"]),
+                       env=bed.env(dict(os.environ, **marker_env)), capture_output=True, timeout=120,
+                       text=True)
+    assert r.returncode == 2, r.stderr
+    said = rank_lines(r.stderr, "stderr")
+    assert said[3] == ["etrun: error: agent on a2: --gpus-per-rank 2: local rank 1 needs GPUs 2-3 but "
+                       "this host has 2 (nvidia-smi -L): lower --gpus-per-rank or a2's slots"], r.stderr
+    assert set(said) == {3}, r.stderr
+    marker = next(iter(marker_env.values()))
+    assert wait_until(lambda: not processes_with_marker(marker), timeout=20), processes_with_marker(marker)

@@ -20,7 +20,6 @@ using etrun::launcher::DetectLocalGpus;
 using etrun::launcher::GpuDevices;
 using etrun::launcher::GpusNeeded;
 using etrun::launcher::GpuSlots;
-using etrun::launcher::RemoteGpuSlots;
 
 namespace {
 
@@ -100,12 +99,12 @@ TEST_CASE("GPUs come from the counted pool, so an inherited CUDA_VISIBLE_DEVICES
 }
 
 TEST_CASE("uncounted hosts get plain indices, whatever the local rank") {
-  GpuSlots g = RemoteGpuSlots(PerRank(2, 2));
+  GpuSlots g = PerRank(2, 0);  // no nvidia-smi there
   CHECK_FALSE(g.counted);
   CHECK(g.pool.empty());
   CHECK(g.enabled());
   CHECK(Devices(g, 5) == "10,11");
-  GpuSlots shared = RemoteGpuSlots(Shared(2, 1));
+  GpuSlots shared = Shared(2, 0);
   CHECK(Devices(shared, 9) == "4");
 }
 
@@ -127,7 +126,7 @@ TEST_CASE("the up-front check counts what all of a host's ranks need") {
   std::string err;
   CHECK(CheckGpusFit(PerRank(1, 4), 4, &err));
   CHECK(CheckGpusFit(Shared(2, 4), 8, &err));
-  CHECK(CheckGpusFit(RemoteGpuSlots(PerRank(8, 1)), 8, &err));  // not counted: not checked
+  CHECK(CheckGpusFit(PerRank(8, 0), 8, &err));  // not counted: not checked
   CHECK_FALSE(CheckGpusFit(PerRank(2, 4), 3, &err));
   CHECK(err == "--gpus-per-rank 2: 3 ranks on this host need 6 GPUs but it has 4 (nvidia-smi -L): "
                "lower -np, lower --gpus-per-rank or add hosts");

@@ -42,7 +42,7 @@ class FakeRemote : public RemoteStarter, public RankHost {
   }
   bool Unreachable(const std::string&, const ExitStatus&) const override { return false; }
   bool RunDetached(const std::string&, const std::string&) override { return false; }
-  void StartRank(int id, const std::string&) override { started.push_back(id); }
+  void StartRank(int id, const std::string&, const GpuShare&) override { started.push_back(id); }
   void SignalRank(int, int) override {}
   void Resume() override {}
 

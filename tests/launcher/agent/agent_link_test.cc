@@ -115,7 +115,7 @@ TEST_CASE("a host without an agent gets the binary first, and frames only once t
   AgentLink::Options options = Named("h1", "ssh h1:22");
   options.image = &image;
   Linked t(options);
-  t.link.StartRank(4, "echo hi");  // queued: the bootstrap reads the binary from this stream first
+  t.link.StartRank(4, "echo hi", {});  // queued: the bootstrap reads the binary from this stream first
   t.agent.Say("Welcome to h1\n");
   t.agent.Say(std::string(kNeedLine) + "\n");
   RunUntil(&t.io, [&] { return t.agent.Heard().size() >= 29; });
@@ -138,8 +138,8 @@ TEST_CASE("the agent's frames are each rank's output and exit; signals go to the
   AgentLink::Options options = Named("h1");
   Linked t(options);
   t.agent.Say(std::string(kHelloLine) + "x\n");
-  t.link.StartRank(1, "a");
-  t.link.StartRank(2, "b");
+  t.link.StartRank(1, "a", {});
+  t.link.StartRank(2, "b", {});
   t.agent.Frame(kStdout, 1, "one\ntw");
   t.agent.Frame(kStderr, 2, "warn\n");
   t.agent.Frame(kStdout, 1, "o\n");
@@ -152,7 +152,7 @@ TEST_CASE("the agent's frames are each rank's output and exit; signals go to the
   CHECK(t.events.exits[1].code == 3);
   CHECK(t.events.exits[2].kind == ExitStatus::Kind::kSignaled);
   CHECK(t.events.exits[2].signal == 9);
-  t.link.StartRank(3, "c");
+  t.link.StartRank(3, "c", {});
   t.link.SignalRank(3, 15);
   t.link.SignalRank(1, 15);  // finished: nothing sent
   RunUntil(&t.io, [&] { return FramesOf(t.agent.Heard()).size() >= 4; });
@@ -164,10 +164,23 @@ TEST_CASE("the agent's frames are each rank's output and exit; signals go to the
   CHECK(t.link.RunDetached("ss -K dst 198.18.0.3"));
 }
 
+TEST_CASE("a rank that takes GPUs is preceded by its share, for the agent to count them out") {
+  Linked t(Named("h1"));
+  t.agent.Say(std::string(kHelloLine) + "x\n");
+  t.link.StartRank(5, "train", {2, 0, 1});
+  t.link.StartRank(6, "plain", {});
+  RunUntil(&t.io, [&] { return FramesOf(t.agent.Heard()).size() >= 3; });
+  std::vector<Frame> frames = FramesOf(t.agent.Heard());
+  REQUIRE(frames.size() == 3);
+  CHECK((frames[0].op == kGpus && frames[0].id == 5 && frames[0].data == "2 0 1"));
+  CHECK((frames[1].op == kStart && frames[1].id == 5 && frames[1].data == "train"));
+  CHECK((frames[2].op == kStart && frames[2].id == 6));
+}
+
 TEST_CASE("a stream that ends before the agent runs fails its ranks with the login's last words") {
   AgentLink::Options options = Named("h2", "remote shell to h2");
   Linked t(options);
-  t.link.StartRank(0, "a");
+  t.link.StartRank(0, "a", {});
   std::string said = "ssh: connect to host h2 port 22: No route to host\n";
   REQUIRE(write(t.agent.err[1], said.data(), said.size()) == static_cast<ssize_t>(said.size()));
   t.agent.Hang();
@@ -176,7 +189,7 @@ TEST_CASE("a stream that ends before the agent runs fails its ranks with the log
   CHECK(t.events.err[0] == "etrun: error: remote shell to h2: the agent did not start: ssh: connect to host h2 "
                          "port 22: No route to host\n");
   CHECK(t.link.lost());
-  t.link.StartRank(1, "b");  // a lost host fails new ranks at once
+  t.link.StartRank(1, "b", {});  // a lost host fails new ranks at once
   CHECK(t.events.exits[1].code == kHostLost);
 }
 
@@ -184,7 +197,7 @@ TEST_CASE("an agent that goes silent is lost after --lost-host-timeout, counted 
   AgentLink::Options options = Named("h3", "ssh h3:22");
   options.lost_after_s = 0.5;
   Linked t(options);
-  t.link.StartRank(7, "a");
+  t.link.StartRank(7, "a", {});
   // A slow login: silent for longer than the timeout before the agent runs, and not lost.
   RunUntil(&t.io, [] { return false; }, 1.2);
   CHECK_FALSE(t.link.lost());

@@ -53,5 +53,16 @@ TEST_CASE("exit statuses travel as text both ways; anything else is refused") {
   }
 }
 
+TEST_CASE("a rank's GPU share travels as three numbers, exactly one flag given") {
+  GpuShare share;
+  REQUIRE(ParseGpuShare(GpuShareText({2, 0, 3}), &share));
+  CHECK((share.gpus_per_rank == 2 && share.ranks_per_gpu == 0 && share.local_rank == 3));
+  REQUIRE(ParseGpuShare(GpuShareText({0, 4, 0}), &share));
+  CHECK((share.gpus_per_rank == 0 && share.ranks_per_gpu == 4 && share.local_rank == 0));
+  for (const char* bad : {"", "2 0", "2 0 3 4", "0 0 1", "2 2 1", "2 0 -1", "2  0 1", "2 0 x", "2 0 1 "}) {
+    CHECK_MESSAGE(!ParseGpuShare(bad, &share), bad);
+  }
+}
+
 }  // namespace
 }  // namespace etrun::launcher::agent
