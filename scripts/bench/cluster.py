@@ -12,13 +12,19 @@ address; the launcher's side is a bridge). No network flag is given to etrun any
             smaller world. Target: <= 5 s (Gloo's timeout would be 30 s).
   partition-real  the same with real Horovod 0.28.1 workers (tests/integration/horovod_worker.py;
             PyTorch, Gloo), from ETRUN_HOROVOD_PATH or built by scripts/horovod.sh.
+  elastic8x8  64 stand-ins on h1..h8 (8 each, one agent per host) that grow by h9 (72), lose h9
+            to a link cut (64) and shrink by h8 (56): first step, each change's training stall
+            (cut -> first step of the smaller world for the cut), and rank 0's committed steps,
+            which must be every step once. Targets: stalls <= 0.25 s, the cut <= 5 s.
 
 Sessions run as root, whose ~/.bashrc here runs `pyenv init` (~0.36 s): every SSH session pays
 it, the floor's and etrun's once per rank, mpirun's once per host.
-usage: cluster.py ETRUN [launch] [elastic] [partition] [partition-real]   (default: all four)
+usage: cluster.py ETRUN [launch] [elastic] [partition] [partition-real] [elastic8x8]
+       (default: all five)
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,8 +79,8 @@ def horovod_path():
     return r.stdout.strip().splitlines()[-1]
 
 
-def start_job(bed, etrun, hosts, extra=(), real=False):
-    set_hosts, script = discovery(hosts)
+def start_job(bed, etrun, hosts, extra=(), real=False, slots=1):
+    set_hosts, script = discovery(hosts, slots)
     env = dict(os.environ, HOROVOD_GLOO_TIMEOUT_SECONDS="30")
     worker = ["/usr/bin/python3", STANDIN, "--steps", "1000000", "--step-seconds", "0.05",
               "--timeout", "120", "--startup-seconds", "1.5", "--ring-stall"]
@@ -84,7 +90,7 @@ def start_job(bed, etrun, hosts, extra=(), real=False):
     env = bed.env(env)
     start = time.monotonic()
     proc = subprocess.Popen(
-        bed.exec_argv([etrun, "-np", str(len(hosts)), "--min-np", "1", "--discovery-interval", "0.1",
+        bed.exec_argv([etrun, "-np", str(len(hosts) * slots), "--min-np", "1", "--discovery-interval", "0.1",
                        "--host-discovery-script", script, *extra, *worker]),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
     out = Lines(proc.stdout)
@@ -138,12 +144,51 @@ def partition(bed, etrun, tries, real=False):
     return ok
 
 
+def elastic_8x8(bed, etrun):
+    eight = [f"h{i}" for i in range(1, 9)]
+    proc, out, set_hosts, start = start_job(bed, etrun, eight, slots=8)
+    ms = lambda s: f"{s * 1000:.0f} ms"
+    took = {}
+    try:
+        took["first step"] = out.first(r"<stdout>:step \d+ rank \d+ size 64$") - start
+        time.sleep(1.5)
+        changed = set_hosts(eight + ["h9"])
+        step = out.first(r"<stdout>:step \d+ rank \d+ size 72$", after=changed)
+        took["grow by h9: stall"] = step - out.last_before(r"<stdout>:step \d+ rank", step)
+        time.sleep(1.5)
+        cut = time.monotonic()
+        bed.cut("h9")
+        try:
+            step = out.first(r"<stdout>:step \d+ rank \d+ size 64$", after=cut, timeout=60)
+            took["h9's link cut -> first step of 64"] = step - cut
+        finally:
+            bed.heal("h9")
+        time.sleep(1.5)
+        changed = set_hosts(eight[:7])
+        step = out.first(r"<stdout>:step \d+ rank \d+ size 56$", after=changed)
+        took["shrink by h8: stall"] = step - out.last_before(r"<stdout>:step \d+ rank", step)
+        time.sleep(1.0)
+    finally:
+        stop(proc)
+    with out.lock:
+        steps = [int(m.group(1)) for _, text in out.lines
+                 for m in [re.search(r"<stdout>:step (\d+) rank 0 size", text)] if m]
+    once = steps == list(range(len(steps)))
+    ok = once and took["h9's link cut -> first step of 64"] <= 5 and all(
+        v <= 0.25 for k, v in took.items() if k.endswith("stall"))
+    for name, value in took.items():
+        print(f"  {name}: {ms(value)}")
+    print(f"  rank 0 committed steps 0..{len(steps) - 1}, each once: {once}")
+    print(f"  targets: stalls <= 250 ms, the cut <= 5 s, every step once: {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
 def main():
     etrun = os.path.realpath(sys.argv[1])
-    parts = sys.argv[2:] or ["launch", "elastic", "partition", "partition-real"]
+    parts = sys.argv[2:] or ["launch", "elastic", "partition", "partition-real", "elastic8x8"]
     work = tempfile.mkdtemp(prefix="etrun-bench-bed-")
     try:
-        bed = testbed.up(os.path.join(work, "bed"), hosts=8)
+        bed = testbed.up(os.path.join(work, "bed"), hosts=9 if "elastic8x8" in parts else 8)
     except testbed.Unsupported as e:
         print(e)
         sys.exit(testbed.SKIP_EXIT)
@@ -161,6 +206,9 @@ def main():
         if "partition-real" in parts:
             print("partition of one of 3 hosts, real Horovod 0.28.1 workers:")
             ok = partition(bed, etrun, int(os.environ.get("TRIES", "3")), real=True) and ok
+        if "elastic8x8" in parts:
+            print("elastic 8 x 8 -> 9 x 8 -> link cut -> 7 x 8 (stand-ins as Horovod):")
+            ok = elastic_8x8(bed, etrun) and ok
     finally:
         bed.down()
         shutil.rmtree(work, ignore_errors=True)

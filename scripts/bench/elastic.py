@@ -56,15 +56,15 @@ class Lines:
         raise TimeoutError(f"no line matching {pattern!r}")
 
 
-def discovery(first_hosts):
-    """A discovery script printing a hosts file, and a function that rewrites the file at once
-    (returning when it did); the file starts with `first_hosts`."""
+def discovery(first_hosts, slots=1):
+    """A discovery script printing a hosts file (`slots` each), and a function that rewrites the
+    file at once (returning when it did); the file starts with `first_hosts`."""
     work = tempfile.mkdtemp()
     hosts = os.path.join(work, "hosts")
 
     def set_hosts(names):
         with open(hosts + ".tmp", "w") as f:
-            f.write("".join(f"{h}:1\n" for h in names))
+            f.write("".join(f"{h}:{slots}\n" for h in names))
         os.replace(hosts + ".tmp", hosts)
         return time.monotonic()
 
