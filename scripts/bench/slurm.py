@@ -1,20 +1,24 @@
-"""Launch through Slurm: one srun step per rank (what etrun does inside an allocation) against one
-step per host, and etrun over SSH, on a real Slurm 22.05 cluster on the test bed
+"""Launch through Slurm: one srun step per host, each running etrun's agent that forks the host's
+ranks (what etrun does inside an allocation), against Slurm's own launch of the whole job as one
+step, the bare per-host steps, and etrun over SSH, on a real Slurm 22.05 cluster on the test bed
 (scripts/slurmbed.py: slurmctld on this machine, one slurmd per bed host h1..hK, each host with its
 own network namespace, name and sshd).
 
-For K = 2, 4, 8 hosts (a freshly started cluster each) and R = 1, 4 ranks per host, one
-`salloc -N K --ntasks-per-node=R` runs this file's driver, which times inside that one allocation
-(salloc's own allocation time excluded), interleaved round by round (each round starts at the next
-variant), K*R ranks started by:
-  etrun srun      etrun -np K*R CMD: each rank its own step, `srun --overlap --jobid=J --nodes=1
-                  --ntasks=1 --nodelist=hI --quiet sh -c '<wrapper>'`, all at once
-  per-rank floor  K*R such steps running CMD, from a shell loop (`srun ... &`, then wait)
-  one step        srun --overlap -N K --ntasks-per-node=R CMD: the whole job one step
+For K = 2, 4, 8 hosts (a freshly started cluster each; --hosts 8,16 for the scale table) and R = 1,
+4 ranks per host (--ranks 1,4,8,16), one `salloc -N K --ntasks-per-node=R` runs this file's driver,
+which times inside that one allocation (salloc's own allocation time excluded), interleaved round
+by round (each round starts at the next variant), K*R ranks started by:
+  etrun srun      etrun -np K*R CMD: one step per host, `srun --overlap --jobid=J --nodes=1
+                  --ntasks=1 --nodelist=hI --quiet sh -c '<agent bootstrap>'`, all at once; each
+                  host's agent forks its R ranks
+  per-rank floor  K*R steps of one task running CMD, from a shell loop (`srun ... &`, then wait):
+                  etrun's design before the agents (--per-rank-floor; off by default)
+  one step        srun --overlap -N K --ntasks-per-node=R CMD: the whole job one step (Slurm's
+                  own launcher, the "mpirun" of this table)
   K steps x R     K concurrent `srun -N1 -n R -w hI CMD` (one step per host, as a per-host
                   launcher would start them; R > 1 only)
   K steps, fork R K concurrent `srun -N1 -n1 -w hI sh -c 'R x CMD &; wait'`: one task per host
-                  that forks its host's ranks, the floor of a per-host multiplexer (R > 1 only)
+                  that forks its host's ranks, the floor of etrun's agents
   etrun ssh       etrun -np K*R -H h1:R,...,hK:R CMD over the hosts' sshd
 Each variant runs twice a round: CMD = /bin/true, timed from start to exit (launch + teardown),
 and CMD = a script appending the wall clock (ns) to a file, which gives when the first and last
@@ -40,7 +44,7 @@ ranks itself) never waits there.
 SSH sessions run as a throwaway user (created here, removed at exit) whose ~/.bashrc is empty:
 root's here runs `pyenv init` (~0.36 s per session, once per rank), which srun never runs.
 BENCH_USER=root measures SSH as root instead.
-usage: slurm.py ETRUN [--runs N] [--hosts 2,4,8] [--ranks 1,4] [--json FILE]
+usage: slurm.py ETRUN [--runs N] [--hosts 2,4,8] [--ranks 1,4] [--per-rank-floor] [--json FILE]
        (RUNS=N in the environment sets the default of --runs, 20)
 """
 import argparse
@@ -137,7 +141,7 @@ def drive(spec_path, out_path):
 
 # -- the harness: a cluster per K, one allocation per (K, R) --------------------------------------
 
-def _variants(etrun, nodes, r, ssh):
+def _variants(etrun, nodes, r, ssh, per_rank_floor):
     k = len(nodes)
     n = k * r
     each = lambda cmd: "p=; for h in %s; do %s & p=\"$p $!\"; done; s=0; " \
@@ -145,18 +149,19 @@ def _variants(etrun, nodes, r, ssh):
     per_rank = "p=; for h in %s; do for i in $(seq %d); do %s {cmd} & p=\"$p $!\"; done; " \
                "done; s=0; for x in $p; do wait $x || s=1; done; exit $s" \
                % (" ".join(nodes), r, SRUN_RANK.format(node="$h"))
-    v = [("etrun srun", [etrun, "-np", str(n), "{cmd}"], False, {}),
-         ("per-rank floor", ["bash", "-c", per_rank], False, {}),
-         # srun takes the job from the allocation's SLURM_JOB_ID
-         ("one step", ["srun", "--overlap", "-N", str(k), "--ntasks-per-node=%d" % r, "--quiet",
-                       "{cmd}"], False, {})]
+    v = [("etrun srun", [etrun, "-np", str(n), "{cmd}"], False, {})]
+    if per_rank_floor:
+        v.append(("per-rank floor", ["bash", "-c", per_rank], False, {}))
+    # srun takes the job from the allocation's SLURM_JOB_ID
+    v.append(("one step", ["srun", "--overlap", "-N", str(k), "--ntasks-per-node=%d" % r, "--quiet",
+                           "{cmd}"], False, {}))
     if r > 1:
         v.append(("K steps x R", ["bash", "-c", each(
             "srun --overlap --jobid=$SLURM_JOB_ID -N1 -n%d -w $h --quiet {cmd}" % r)], False, {}))
-        fork = "for i in $(seq %d); do {cmd} & done; wait" % r
-        v.append(("K steps, fork R", ["bash", "-c", each(
-            "srun --overlap --jobid=$SLURM_JOB_ID -N1 -n1 -w $h --quiet sh -c '%s'" % fork)],
-            False, {}))
+    fork = "for i in $(seq %d); do {cmd} & done; wait" % r
+    v.append(("K steps, fork R", ["bash", "-c", each(
+        "srun --overlap --jobid=$SLURM_JOB_ID -N1 -n1 -w $h --quiet sh -c '%s'" % fork)],
+        False, {}))
     ssh_argv, ssh_env = ssh
     hosts = ",".join("%s:%d" % (h, r) for h in nodes)
     v.append(("etrun ssh", ssh_argv + [etrun, "-np", str(n), "-H", hosts, "{cmd}"], True, ssh_env))
@@ -212,7 +217,7 @@ def _stats(xs):
             "sd": statistics.stdev(xs) if len(xs) > 1 else 0.0, "min": min(xs), "max": max(xs)}
 
 
-def measure(cluster, etrun, k, r, runs, work, user):
+def measure(cluster, etrun, k, r, runs, work, user, per_rank_floor=False):
     nodes = cluster.nodes[:k]
     stamps = os.path.join(work, "stamps")
     stamp = os.path.join(work, "stamp.sh")
@@ -221,7 +226,7 @@ def measure(cluster, etrun, k, r, runs, work, user):
     os.chmod(stamp, 0o755)
     open(stamps, "w").close()
     os.chmod(stamps, 0o666)
-    variants = _variants(etrun, nodes, r, user.use_bed(cluster.bed))
+    variants = _variants(etrun, nodes, r, user.use_bed(cluster.bed), per_rank_floor)
     spec = {"ranks": k * r, "stamps": stamps, "runs": runs, "warmup": 1, "variants": variants,
             "cmd": {"true": "/bin/true", "stamp": stamp}}
     spec_path, out_path = os.path.join(work, "spec.json"), os.path.join(work, "out.json")
@@ -249,7 +254,7 @@ def measure(cluster, etrun, k, r, runs, work, user):
 
 
 LABELS = {
-    "etrun srun": "etrun, one srun step per rank",
+    "etrun srun": "etrun, one srun step and agent per host",
     "per-rank floor": "floor: {n} x `srun -N1 -n1` at once",
     "one step": "one step: `srun -N{k} --ntasks-per-node={r}`",
     "K steps x R": "{k} x `srun -N1 -n{r}` at once",
@@ -282,10 +287,13 @@ def report(cell):
                                       ms(t["max"])), started, v["client_cpu"]["mean"],
             v["cpu"]["mean"]))
     v = cell["variants"]
-    if "true" in v.get("etrun srun", {}) and "true" in v.get("per-rank floor", {}):
-        e, f = v["etrun srun"], v["per-rank floor"]
-        print("  etrun / its per-rank floor: %.2fx to exit, %.2fx to the last rank started"
-              % (e["true"]["mean"] / f["true"]["mean"], e["last"]["mean"] / f["last"]["mean"]))
+    for other, what in (("K steps, fork R", "its floor (a step per host forking the ranks)"),
+                        ("one step", "Slurm's one step for the job")):
+        if "true" in v.get("etrun srun", {}) and "true" in v.get(other, {}):
+            e, f = v["etrun srun"], v[other]
+            print("  etrun / %s: %.2fx to exit (median), %.2fx to the last rank started"
+                  % (what, e["true"]["median"] / f["true"]["median"],
+                     e["last"]["median"] / f["last"]["median"]))
     for msg in cell["failures"][:5]:
         print("  FAILED: " + msg)
 
@@ -299,6 +307,8 @@ def main():
     p.add_argument("--runs", type=int, default=int(os.environ.get("RUNS", "20")))
     p.add_argument("--hosts", default="2,4,8")
     p.add_argument("--ranks", default="1,4")
+    p.add_argument("--per-rank-floor", action="store_true",
+                   help="also time K*R one-task steps at once (etrun's design before the agents)")
     p.add_argument("--json", help="write every cell, raw times included, to this file")
     a = p.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # the table between stderr's progress lines
@@ -325,7 +335,7 @@ def main():
                 sys.exit(slurmbed.SKIP_EXIT)
             try:
                 for r in ranks:
-                    cell = measure(cluster, etrun, k, r, a.runs, work, user)
+                    cell = measure(cluster, etrun, k, r, a.runs, work, user, a.per_rank_floor)
                     cells.append(cell)
                     report(cell)
                     ok = ok and not cell["failures"]
