@@ -10,6 +10,8 @@
 #     sockaddr_storage plus a sequence number; 136 bytes at N = 1,024), at once and with one worker
 #     5 s late, on 1 server thread and on one per core (docs/rendezvous.md). Targets (issue 29):
 #     N = 256 in <= 3 s; N = 256 with the straggler <= 2,550 not-found answers; N = 1,024 completes.
+#  3. The floor of 2 (scripts/bench/rendezvous_floor.c): the same connections and bytes between bare
+#     sockets, no server logic: the least wall time and CPU any server could reach here.
 # Needs $BUILD/etrun_rendezvous_bench (BUILD defaults to build). If that target is missing but
 # $BUILD/libetrun_core.a exists, the tool is compiled by hand into a temp dir against it.
 # Exit status: 0 when every target passes and every run verified its data, 1 otherwise.
@@ -147,4 +149,15 @@ ok=$(awk -v s="${nf:-}" -v t="$STRAGGLER_404_TARGET" 'BEGIN { print (s != "" && 
 verdict "$ok" "N=256, one worker 5 s late: ${nf:-n/a} not-found answers (target <= ${STRAGGLER_404_TARGET})"
 s1024=$(pick 1024 0 "$cores" deleted_s)
 verdict "$([[ -n $s1024 ]] && echo 1 || echo 0)" "N=1024 rendezvous (136-byte values) completes: ${s1024:-n/a} s"
+
+# --- 3. the floor ----------------------------------------------------------------------------------
+# The same connections and bytes with no HTTP server, store or parsing (rendezvous_floor.c): what
+# the kernel's loopback TCP costs this machine, the bound under every figure above.
+echo
+echo "== the floor: the same connections and bytes, bare sockets, no server logic (rendezvous_floor.c)"
+cc -O2 -pthread -o "$out/rendezvous_floor" scripts/bench/rendezvous_floor.c
+for n in 64 256; do
+  read -r load1 _ < /proc/loadavg
+  echo "  $("$out/rendezvous_floor" "$n" | head -1) (load $load1)"
+done
 exit "$failed"

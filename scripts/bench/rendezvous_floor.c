@@ -1,0 +1,201 @@
+// rendezvous_floor: what Gloo's rendezvous traffic costs this machine with no HTTP server, store
+// or parsing at all: the floor under etrun_rendezvous_bench's `scope N` (rendezvous_load.cc).
+//
+//   rendezvous_floor N [server_threads] [client_threads]
+//
+// The same connections as one `global` scope of N Gloo workers over Horovod's HTTPStore, when no
+// key is ever missing (the fewest requests there can be): 3N + N(N-1)/2 + 2N(N-1), each on a new
+// loopback TCP connection. 2N(N-1) of them are GETs answered with a whole address list of
+// 136(N-1) bytes (Gloo's wait() and get() each fetch it), N are PUTs carrying one, the rest are
+// small (PUT/GET rank_<r>, DELETE). The server (server_threads, default: one per core) accepts,
+// reads the request to its end, writes one fixed answer from a shared buffer with writev and
+// closes; the clients (client_threads, default: one per core) connect, write, read the answer
+// to its last byte and close with SO_LINGER 0, as etrun_rendezvous_bench's workers do. Prints
+// the wall time and the CPU of each side. Build: cc -O2 -pthread -o rendezvous_floor
+// rendezvous_floor.c
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { kSmall = 0, kValueGet = 1, kValuePut = 2 };
+
+static int listener;
+static size_t value_bytes;
+static char* value;  // one shared buffer: every value answer and value PUT body
+static atomic_long next_request;
+static long total_requests, small_gets, value_gets;
+static atomic_long server_done;
+static double server_cpu, client_cpu;
+static pthread_mutex_t cpu_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static double ThreadCpu(void) {
+  struct rusage u;
+  getrusage(RUSAGE_THREAD, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+static void AddCpu(double* to, double cpu) {
+  pthread_mutex_lock(&cpu_lock);
+  *to += cpu;
+  pthread_mutex_unlock(&cpu_lock);
+}
+
+static void Die(const char* what) {
+  fprintf(stderr, "rendezvous_floor: %s: %s\n", what, strerror(errno));
+  exit(1);
+}
+
+// Request k's kind: the value GETs first, then the N value PUTs, then the small ones.
+static int KindOf(long k) {
+  if (k < value_gets) return kValueGet;
+  return k < total_requests - small_gets ? kValuePut : kSmall;
+}
+
+// Reads until `need` bytes came, or the peer closed; returns what came.
+static size_t ReadAll(int fd, char* buf, size_t cap, size_t need) {
+  size_t got = 0;
+  while (got < need) {
+    ssize_t n = read(fd, buf + (got % cap), cap - (got % cap) < need - got ? cap - (got % cap) : need - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  return got;
+}
+
+static const char kHeader[] = "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n";
+
+static void* Serve(void* unused) {
+  (void)unused;
+  char buf[1 << 16];
+  char head[128];
+  int small_len = snprintf(head, sizeof(head), kHeader, (size_t)0);
+  char value_head[128];
+  int value_len = snprintf(value_head, sizeof(value_head), kHeader, value_bytes);
+  for (;;) {
+    int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      break;  // shut down
+    }
+    // The request: a 1-byte kind, an 8-byte body length, then the body.
+    char intro[9];
+    if (ReadAll(fd, intro, sizeof(intro), sizeof(intro)) != sizeof(intro)) Die("short request");
+    size_t body;
+    memcpy(&body, intro + 1, sizeof(body));
+    if (ReadAll(fd, buf, sizeof(buf), body) != body) Die("short body");
+    struct iovec iov[2] = {{head, (size_t)small_len}, {value, 0}};
+    if (intro[0] == kValueGet) {
+      iov[0] = (struct iovec){value_head, (size_t)value_len};
+      iov[1].iov_len = value_bytes;
+    }
+    size_t want = iov[0].iov_len + iov[1].iov_len, sent = 0;
+    while (sent < want) {
+      ssize_t n = writev(fd, iov, 2);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) Die("writev");
+      sent += (size_t)n;
+      for (int i = 0; i < 2; ++i) {  // advance past what went out
+        size_t d = (size_t)n < iov[i].iov_len ? (size_t)n : iov[i].iov_len;
+        iov[i].iov_base = (char*)iov[i].iov_base + d;
+        iov[i].iov_len -= d;
+        n -= (ssize_t)d;
+      }
+    }
+    close(fd);
+    atomic_fetch_add(&server_done, 1);
+  }
+  AddCpu(&server_cpu, ThreadCpu());
+  return NULL;
+}
+
+static void* Client(void* port_arg) {
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(*(int*)port_arg)};
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  char buf[1 << 16];
+  size_t small_answer = (size_t)snprintf(buf, sizeof(buf), kHeader, (size_t)0);
+  size_t value_answer = (size_t)snprintf(buf, sizeof(buf), kHeader, value_bytes) + value_bytes;
+  for (;;) {
+    long k = atomic_fetch_add(&next_request, 1);
+    if (k >= total_requests) break;
+    int kind = KindOf(k);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) Die("socket");
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    while (connect(fd, (struct sockaddr*)&to, sizeof(to)) != 0) {
+      if (errno != EINTR) Die("connect");
+    }
+    char intro[9];
+    intro[0] = (char)kind;
+    size_t body = kind == kValuePut ? value_bytes : 0;
+    memcpy(intro + 1, &body, sizeof(body));
+    struct iovec iov[2] = {{intro, sizeof(intro)}, {value, body}};
+    if (writev(fd, iov, 2) != (ssize_t)(sizeof(intro) + body)) Die("request");
+    size_t want = kind == kValueGet ? value_answer : small_answer;
+    if (ReadAll(fd, buf, sizeof(buf), want) != want) Die("short answer");
+    struct linger rst = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
+    close(fd);
+  }
+  AddCpu(&client_cpu, ThreadCpu());
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || atol(argv[1]) < 2) {
+    fprintf(stderr, "usage: rendezvous_floor N [server_threads] [client_threads]\n");
+    return 2;
+  }
+  long n = atol(argv[1]);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int server_threads = argc > 2 ? atoi(argv[2]) : (int)cores;
+  int client_threads = argc > 3 ? atoi(argv[3]) : (int)cores;
+  value_bytes = (size_t)(136 * (n - 1));
+  value = malloc(value_bytes);
+  memset(value, 'v', value_bytes);
+  value_gets = 2 * n * (n - 1);
+  small_gets = 2 * n + n * (n - 1) / 2;  // PUT/GET rank_<r> and DELETE <r>: N + N(N-1)/2 + N
+  total_requests = value_gets + n + small_gets;
+
+  listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in at = {.sin_family = AF_INET};
+  inet_pton(AF_INET, "127.0.0.1", &at.sin_addr);
+  if (bind(listener, (struct sockaddr*)&at, sizeof(at)) != 0 || listen(listener, 4096) != 0) Die("listen");
+  socklen_t len = sizeof(at);
+  getsockname(listener, (struct sockaddr*)&at, &len);
+  int port = ntohs(at.sin_port);
+
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pthread_t servers[256], clients[256];
+  for (int i = 0; i < server_threads; ++i) pthread_create(&servers[i], NULL, Serve, NULL);
+  for (int i = 0; i < client_threads; ++i) pthread_create(&clients[i], NULL, Client, &port);
+  for (int i = 0; i < client_threads; ++i) pthread_join(clients[i], NULL);
+  while (atomic_load(&server_done) < total_requests) usleep(1000);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  shutdown(listener, SHUT_RDWR);
+  for (int i = 0; i < server_threads; ++i) pthread_join(servers[i], NULL);
+  double wall = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  double gb = (double)value_gets * (double)value_bytes / 1e9;
+  printf("N=%ld: %ld connections (%ld answered with %zu bytes: %.2f GB), %d server / %d client "
+         "threads: wall %.2f s, server CPU %.2f s, client CPU %.2f s (%.1f us of both per "
+         "connection)\n",
+         n, total_requests, value_gets, value_bytes, gb, server_threads, client_threads, wall,
+         server_cpu, client_cpu, (server_cpu + client_cpu) / (double)total_requests * 1e6);
+  printf("RESULT n=%ld requests=%ld value_bytes=%zu wall_s=%.3f server_cpu_s=%.3f client_cpu_s=%.3f\n",
+         n, total_requests, value_bytes, wall, server_cpu, client_cpu);
+  return 0;
+}
