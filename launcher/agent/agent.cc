@@ -11,10 +11,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <optional>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -184,14 +186,36 @@ class Agent {
                             [this](const boost::system::error_code& ec, size_t n) {
                               if (n > 0) {
                                 last_heard_ = std::chrono::steady_clock::now();
-                                bool ok = reader_.Feed({buffer_, n}, [this](Frame& f) { OnFrame(f); });
-                                std::string err;
-                                if (!ranks_->AwaitExecs(&err)) Say(err);
+                                bool ok = reader_.Feed({buffer_, n}, [this](Frame& f) {
+                                  backlog_.push_back(std::move(f));
+                                });
+                                Drain();
                                 if (!ok) return Stop("the launcher's stream is not etrun's");
                               }
                               if (ec) return Stop("");
                               Read();
                             });
+  }
+
+  // Works through the launcher's frames in order, at most kStartsPerTurn rank starts (each a
+  // fork, then a wait for its exec) per turn of the loop: a job's 64 ranks on a loaded host must
+  // not hold the heartbeat up for seconds, or the launcher takes the host for lost.
+  void Drain() {
+    int started = 0;
+    while (!backlog_.empty() && started < kStartsPerTurn) {
+      Frame f = std::move(backlog_.front());
+      backlog_.pop_front();
+      if (f.op == kStart) ++started;
+      OnFrame(f);
+    }
+    std::string err;
+    if (!ranks_->AwaitExecs(&err)) Say(err);
+    if (backlog_.empty() || drain_posted_) return;
+    drain_posted_ = true;
+    asio::post(io_, [this] {
+      drain_posted_ = false;
+      Drain();
+    });
   }
 
   void OnFrame(Frame& f) {
@@ -352,6 +376,9 @@ class Agent {
   std::optional<asio::posix::stream_descriptor> input_;
   char buffer_[1 << 16];
   FrameReader reader_;
+  static constexpr int kStartsPerTurn = 8;
+  std::deque<Frame> backlog_;             // frames from the launcher not yet acted on (Drain)
+  bool drain_posted_ = false;
   GpuSlots gpus_;                         // the host's GPUs, with the job's flags
   std::string gpus_error_;                // they could not be counted: why
   std::map<uint32_t, GpuShare> shares_;   // launcher id -> the GPUs its start gets

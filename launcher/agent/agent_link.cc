@@ -61,6 +61,7 @@ void AgentLink::Begin(AgentTransport transport) {
   pid_ = transport.pid;
   state_ = State::kStarting;
   began_ = std::chrono::steady_clock::now();
+  last_tick_ = began_;
   Read();
   if (err_) ReadStderr();
   Tick();
@@ -322,12 +323,18 @@ void AgentLink::Tick() {
   timer_.async_wait([this, alive](const boost::system::error_code& ec) {
     if (ec || !alive.lock()) return;
     auto now = std::chrono::steady_clock::now();
+    // A tick that comes late found this loop busy elsewhere: what the agent sent meanwhile may
+    // still wait to be read. Judge silence on the next tick then (one pass at a time, so a loop
+    // that is always late still finds a lost host).
+    bool late = now - last_tick_ > std::chrono::milliseconds(1500) && !passed_;
+    passed_ = late;
+    last_tick_ = now;
     if (state_ == State::kStarting &&
         now - began_ > std::chrono::duration<double>(options_.start_timeout_s)) {
       return Lose(fmt::format("etrun's agent did not start within {:g} s", options_.start_timeout_s));
     }
     if (state_ == State::kUp) {
-      if (now - last_heard_ > std::chrono::duration<double>(options_.lost_after_s)) {
+      if (!late && now - last_heard_ > std::chrono::duration<double>(options_.lost_after_s)) {
         if (options_.via != Via::kSsh) {
           return Lose(fmt::format("etrun: error: no answer from {} for {:g} s (--lost-host-timeout): the "
                                   "host's ranks are lost", options_.host, options_.lost_after_s),
@@ -357,10 +364,11 @@ void AgentLink::Lose(const std::string& why, bool whole_line) {
     kill(-pid_, SIGKILL);  // a remote shell that still runs would hold nothing of use
     ReapLater(0);
   }
+  // One line per host, not per rank: its first rank says why; every rank exits 255.
   std::set<int> live;
   live.swap(live_);
   for (int id : live) {
-    events_->OnRemoteOutput(id, true, lost_line_);
+    if (id == *live.begin()) events_->OnRemoteOutput(id, true, lost_line_);
     events_->OnRemoteExit(id, ExitStatus::Exited(kHostLost));
   }
 }

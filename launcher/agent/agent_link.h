@@ -9,7 +9,8 @@
 // the host for lost (the clock starts when the agent is up, not while a login runs the user's rc
 // files); it pings the agent every second so that an agent that loses its launcher stops its
 // ranks. A lost link, or one whose stream closes, ends every rank it still runs with exit code
-// 255 (kHostLost) and a line on the rank's stderr saying why. Loop thread only.
+// 255 (kHostLost), and its first rank's stderr says why, in one line for the host. Loop thread
+// only.
 #ifndef ETRUN_LAUNCHER_AGENT_AGENT_LINK_H_
 #define ETRUN_LAUNCHER_AGENT_AGENT_LINK_H_
 
@@ -110,8 +111,8 @@ class AgentLink : public RankHost {
   void SendImage();
   void Flush();
   void Tick();
-  // Ends the link and every rank it runs, each with a line on its stderr: "etrun: error: <label>:
-  // <why>", or `why` itself when it is a `whole_line`.
+  // Ends the link and every rank it runs, the first with a line on its stderr: "etrun: error:
+  // <label>: <why>", or `why` itself when it is a `whole_line`.
   void Lose(const std::string& why, bool whole_line = false);
   void OnStreamEnd(int waited);
   void CloseStreams();
@@ -130,6 +131,8 @@ class AgentLink : public RankHost {
   boost::asio::steady_timer reap_timer_;
   std::chrono::steady_clock::time_point began_;
   std::chrono::steady_clock::time_point last_heard_;
+  std::chrono::steady_clock::time_point last_tick_;
+  bool passed_ = false;       // the last tick came late and judged nothing
   char buffer_[64 << 10];
   char err_buffer_[4096];
   std::string preamble_;      // the login's text before the marker

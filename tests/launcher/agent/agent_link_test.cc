@@ -198,6 +198,7 @@ TEST_CASE("an agent that goes silent is lost after --lost-host-timeout, counted 
   options.lost_after_s = 0.5;
   Linked t(options);
   t.link.StartRank(7, "a", {});
+  t.link.StartRank(8, "b", {});
   // A slow login: silent for longer than the timeout before the agent runs, and not lost.
   RunUntil(&t.io, [] { return false; }, 1.2);
   CHECK_FALSE(t.link.lost());
@@ -208,6 +209,9 @@ TEST_CASE("an agent that goes silent is lost after --lost-host-timeout, counted 
   CHECK(t.link.lost());
   CHECK(t.events.exits[7].code == kHostLost);
   CHECK(t.events.err[7] == "etrun: error: ssh h3:22: connection lost: no answer for 0.5 s (--lost-host-timeout)\n");
+  // One line for the host: its other rank exits 255 without repeating it.
+  CHECK(t.events.exits[8].code == kHostLost);
+  CHECK(t.events.err.count(8) == 0);
 }
 
 }  // namespace
