@@ -33,7 +33,7 @@ launcher exits 0 and every rank printed it. A failed run is reported with its fi
 
 usage: scale.py ETRUN [--sizes 8x1,8x4,8x8,8x16,16x16] [--login empty,slow] [--runs 3]
                       [--timeout 120] [--lock host|shared] [--sshd-limits default|bed]
-                      [--json FILE] [--cleanup]
+                      [--remote-shell TEMPLATE] [--json FILE] [--cleanup]
 Needs root (network namespaces, sshd, useradd); Open MPI optional. Prints a Markdown table.
 """
 import argparse
@@ -332,7 +332,7 @@ def run_once(bed, user, argv, np, timeout):
 
 # -- the benchmark -------------------------------------------------------------------------------
 
-def launchers(etrun, hosts, ranks):
+def launchers(etrun, hosts, ranks, remote_shell="ssh {host}"):
     np = len(hosts) * ranks
     hl = ",".join(f"{h}:{ranks}" for h in hosts)
     out = []
@@ -340,7 +340,7 @@ def launchers(etrun, hosts, ranks):
         out.append(("mpirun", ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca",
                                "routed", "direct", "-np", str(np), "-H", hl, *RANK_CMD]))
     out.append(("etrun ssh", [etrun, "-np", str(np), "-H", hl, *RANK_CMD]))
-    out.append(("etrun rs", [etrun, "-np", str(np), "-H", hl, "--remote-shell", "ssh {host}",
+    out.append(("etrun rs", [etrun, "-np", str(np), "-H", hl, "--remote-shell", remote_shell,
                              *RANK_CMD]))
     if shutil.which("horovodrun"):
         out.append(("horovodrun", ["horovodrun", "-np", str(np), "-H", hl, *RANK_CMD]))
@@ -406,6 +406,8 @@ def main():
                     help="the slow login's lock: one per host (default) or one for every host")
     ap.add_argument("--sshd-limits", choices=("default", "bed"), default="default",
                     help="sshd's defaults (MaxStartups 10:30:100) or the bed's own (100)")
+    ap.add_argument("--remote-shell", default="ssh {host}",
+                    help="etrun rs's --remote-shell template (default %(default)r)")
     ap.add_argument("--json", help="also write every run's result to this file")
     ap.add_argument("--cleanup", action="store_true",
                     help="only remove what an interrupted run left (its users, beds, work dirs)")
@@ -489,7 +491,7 @@ def main():
         names = set()
         for nh, nr in sizes:
             hosts = [h.name for h in bed.hosts[:nh]]
-            cmds = launchers(etrun, hosts, nr)
+            cmds = launchers(etrun, hosts, nr, a.remote_shell)
             for login in logins:
                 layout = f"{nh}x{nr} ({nh * nr})"
                 per = results.setdefault((layout, login), {})
