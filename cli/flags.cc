@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <algorithm>
 #include <functional>
 #include <iostream>
@@ -12,10 +13,11 @@
 #include <type_traits>
 #include <utility>
 
+#include "cli/cluster_hosts.h"
+#include "cli/cluster_kinds.h"
 #include "cli/flag_checks.h"
 #include "cli/flag_table.h"
 #include "cli/flag_validators.h"
-#include "cli/slurm_hosts.h"
 #include "launcher/mpi/mpi_policy.h"
 
 #ifndef ETRUN_VERSION
@@ -183,15 +185,23 @@ void FlagTable::AddGeneral(JobConfig* c) {
        "Starts remote ranks by running this command instead of SSH, {host} replaced by the "
        "host, e.g. 'kubectl exec -i {host} -n ns --' (as mpirun's plm_rsh_agent).")
       ->type_name("COMMAND");
-  Switch("--ignore-slurm",
-         "Inside a Slurm allocation with no -H, --hostfile or discovery script: run on this "
-         "machine only, as outside one (default: the allocation's nodes, ranks through srun).",
-         [c] { c->ignore_slurm = true; });
-  Text("--add-slurm-jobs", &c->add_slurm_jobs,
-       "Elastic jobs inside a Slurm allocation: also run on the nodes of your other running jobs "
-       "with this name (e.g. sbatch -J NAME -N2 --wrap 'sleep infinity'), through srun in their "
-       "allocations; when such a job ends its nodes leave this one.")
-      ->type_name("NAME");
+  for (const discovery::ClusterKind* kind : ClusterKinds()) {  // --ignore-slurm, --add-slurm-jobs
+    const discovery::ClusterWords w = kind->words();
+    std::string name = w.name;
+    Switch("--ignore-" + name,
+           fmt::format("Inside a {} allocation with no -H, --hostfile or discovery script: run on "
+                       "this machine only, as outside one (default: the allocation's nodes, ranks "
+                       "through {}).", w.title, w.step),
+           [c, name] { c->ignore_clusters.push_back(name); });
+    if (*w.grow_example == '\0') continue;
+    Value<std::string>(
+        "--add-" + name + "-jobs",
+        [c, name](const std::string& v) { c->add_cluster_jobs[name] = v; },
+        fmt::format("Elastic jobs inside a {} allocation: also run on the nodes of your other "
+                    "running jobs with this name (e.g. {}), through {} in their allocations; when "
+                    "such a job ends its nodes leave this one.", w.title, w.grow_example, w.step))
+        ->type_name("NAME");
+  }
   Switch("--ssh-strict-host-keys",
          "Refuses hosts missing from ~/.ssh/known_hosts (default: accept them with a warning, "
          "as horovodrun's StrictHostKeyChecking=no; a changed key is always refused).",
@@ -518,7 +528,8 @@ ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig*
   if (Contains(normalized.options, "--check-build")) return Exit(0, CheckBuildText(), "");
 
   if (!table.Parse(normalized.options, &err) || !CheckExclusions(table, &err) ||
-      !UseSlurmAllocation(table, env, &parsed, &err) || !CheckLaunchValues(table, parsed, &err) || !CheckTunables(table, parsed.tunables, &err) ||
+      !UseClusterAllocation(ClusterKinds(), table, env, &parsed, &err) ||
+      !CheckLaunchValues(table, parsed, &err) || !CheckTunables(table, parsed.tunables, &err) ||
       !CollectNics(table, &parsed.network_interfaces, &err) ||
       !CollectAllowed(table, &parsed.rendezvous_allow, &err)) {
     return UsageError(err);
@@ -531,8 +542,8 @@ ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig*
   parsed.command = std::move(normalized.command);
   // Read once, here. A bad list is no usage error: the runtime reports host_list_error as the
   // job's cause (job_start and job_end in the events file, exit 2), as it did when it parsed.
-  // An allocation's hosts were read by UseSlurmAllocation.
-  if (parsed.slurm_job.empty()) {
+  // An allocation's hosts were read by UseClusterAllocation.
+  if (parsed.cluster_job.empty()) {
     ReadHostList(parsed.hosts, table.hostfile(), &parsed.host_list, &parsed.host_list_error);
   }
 

@@ -48,7 +48,7 @@ struct ParseOutcome {
 // gives exit_code 1 and an "etrun: internal error: ..." line). *config is overwritten only when
 // exit_code is -1; after help, version, check-build (exit 0) or a usage error (exit 2) it is
 // unchanged.
-// `env` ("K=V", the launcher's environment) is read for a Slurm allocation only (cli/slurm_hosts.h).
+// `env` ("K=V", the launcher's environment) is read for a cluster allocation only (cli/cluster_hosts.h).
 ParseOutcome ParseArgs(const std::vector<std::string>& args, JobConfig* config,
                        const std::vector<std::string>& env = {});
 

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/agent_main.h"
+#include "cli/cluster_kinds.h"
 #include "cli/control_main.h"
 #include "cli/flags.h"
 #include "cli/logging.h"
@@ -29,7 +30,6 @@
 #include "launcher/shell_script_runner.h"
 #include "launcher/spawner.h"
 #include "pool/pool_client.h"
-#include "slurm/job_source.h"
 
 namespace {
 
@@ -89,20 +89,26 @@ int main(int argc, char** argv) {
     int code;
     {
       // Outlives the runtime and its ranks.
-      etrun::launcher::agent::AgentStarter remote(config, environment);
+      etrun::launcher::agent::AgentStarter remote(config, environment, etrun::cli::ClusterKinds());
       etrun::discovery::ScriptHostSource script(&discovery, config.slots_per_host.value_or(1));
-      // An elastic job inside Slurm follows its allocation (and those it may grow onto).
-      etrun::launcher::ShellScriptRunner squeue(
-          etrun::slurm::QueueCommand(config.slurm_job, config.add_slurm_jobs), config.discovery_timeout(),
-          &file_limit);
-      etrun::slurm::JobHostSource allocation(&squeue, config.slurm_job, config.host_list);
+      // An elastic job inside a cluster allocation follows it (and those it may grow onto).
+      std::unique_ptr<etrun::launcher::ShellScriptRunner> poll;
+      std::unique_ptr<etrun::discovery::HostSource> allocation;
+      if (config.cluster != nullptr) {
+        auto grow = config.add_cluster_jobs.find(config.cluster->words().name);
+        poll = std::make_unique<etrun::launcher::ShellScriptRunner>(
+            config.cluster->PollCommand(config.cluster_job,
+                                        grow == config.add_cluster_jobs.end() ? "" : grow->second),
+            config.discovery_timeout(), &file_limit);
+        allocation = config.cluster->Follow(poll.get(), {config.cluster_job, config.host_list});
+      }
       etrun::discovery::HostSource* hosts = nullptr;  // none: the fixed hosts of the flags
       if (pool) {
         hosts = pool.get();
       } else if (!config.host_discovery_script.empty()) {
         hosts = &script;
-      } else if (!config.slurm_job.empty() && config.elastic()) {
-        hosts = &allocation;
+      } else if (allocation != nullptr && config.elastic()) {
+        hosts = allocation.get();
       }
       etrun::launcher::JobServices services{&spawner, hosts, &clock, &file_limit, {}, &remote};
       etrun::launcher::Runtime runtime(config, std::move(environment), std::move(services),

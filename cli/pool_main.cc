@@ -13,6 +13,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "cli/cluster_kinds.h"
 #include "cli/flag_checks.h"
 #include "cli/verb_common.h"
 #include "control/control.h"
@@ -24,7 +25,6 @@
 #include "pool/pool_client.h"
 #include "pool/pool_daemon.h"
 #include "pool/pool_wire.h"
-#include "slurm/allocation.h"
 
 namespace etrun::cli {
 
@@ -33,10 +33,20 @@ namespace {
 using control::JobEntry;
 using nlohmann::json;
 
-constexpr char kUsage[] =
-    "usage: etrun pool start NAME [-H HOSTS | --hostfile FILE | --host-discovery-script SCRIPT "
-    "(none: inside Slurm, its allocation)] [options] | status [NAME] [--json] | priority JOB N "
-    "[--pool NAME] | stop [NAME] | token [NAME]";
+// "Slurm": the clusters whose allocation a pool started with no hosts takes.
+std::string ClusterTitles() {
+  std::string titles;
+  for (const discovery::ClusterKind* kind : ClusterKinds()) {
+    titles += std::string(titles.empty() ? "" : " or ") + kind->words().title;
+  }
+  return titles;
+}
+
+std::string Usage() {
+  return "usage: etrun pool start NAME [-H HOSTS | --hostfile FILE | --host-discovery-script "
+         "SCRIPT (none: inside " + ClusterTitles() + ", its allocation)] [options] | status [NAME] "
+         "[--json] | priority JOB N [--pool NAME] | stop [NAME] | token [NAME]";
+}
 
 // One request to a pool. Returns false and sets *err (unreachable, or its error line).
 bool Ask(const JobEntry& pool, const std::string& method, const std::string& target,
@@ -85,7 +95,8 @@ int StartMain(int argc, char** argv) {
   int ranks_per_gpu = 1;
   app.add_option("name", o.name, "The pool's name.")->required();
   auto* h = app.add_option("-H,--hosts", hosts, "Hosts and their slots, host1:4,host2:4 (none of "
-                           "-H, --hostfile, --host-discovery-script: inside Slurm, the allocation's nodes).");
+                           "-H, --hostfile, --host-discovery-script: inside " + ClusterTitles() +
+                           ", the allocation's nodes).");
   auto* f = app.add_option("--hostfile", hostfile, "File with one \"<hostname> slots=<slots>\" per line.");
   auto* d = app.add_option("--host-discovery-script", o.discovery_script,
                            "Prints the pool's host[:slots] lines (a Slurm or Kubernetes allocation); polled.");
@@ -123,14 +134,14 @@ int StartMain(int argc, char** argv) {
   o.discovery_interval = poll;
   if (!ReadHostList(hosts, hostfile, &o.hosts, &err)) return Error(err, 2);
   std::vector<std::string> env = launcher::CurrentEnvironment();
-  int slurm_gpus = 0;
+  PoolCluster cluster;
   if (hosts.empty() && hostfile.empty() && o.discovery_script.empty() &&
-      !PoolOnSlurm(env, &o, &slurm_gpus, &err)) {
+      !PoolOnCluster(ClusterKinds(), env, &o, &cluster, &err)) {
     return Error(err, 2);
   }
   PoolLogging();
-  if (!o.start_through.empty()) {
-    spdlog::info("the slots of Slurm allocation {}: {}", slurm::EnvValue(env, "SLURM_JOB_ID"),
+  if (cluster.kind != nullptr) {
+    spdlog::info("the slots of {} allocation {}: {}", cluster.kind->words().title, cluster.job,
                  discovery::FormatHosts(o.hosts));
   }
   if (o.gpus == "auto") {
@@ -139,16 +150,19 @@ int StartMain(int argc, char** argv) {
     std::string warning;
     if (!launcher::DetectLocalGpus(env, &gpus, &warning, &err)) {
       // nvidia-smi failed or found none: a CPU machine as far as the pool can tell.
-      if (slurm_gpus == 0) spdlog::info("no GPUs on this machine ({}): the pool hands out plain slots", err);
+      if (cluster.gpus_per_node == 0) {
+        spdlog::info("no GPUs on this machine ({}): the pool hands out plain slots", err);
+      }
     } else if (gpus.counted) {  // else no nvidia-smi: plain slots
       o.local_gpus = gpus.pool;
       o.local_gpus_source = gpus.source;
     }
-    if (o.local_gpus.empty() && slurm_gpus > 0) {
+    if (o.local_gpus.empty() && cluster.gpus_per_node > 0) {
       // A GPU allocation seen from a machine without GPUs (salloc on a login node): each node's
-      // GPUs as its Slurm steps number them.
-      o.gpus = std::to_string(slurm_gpus);
-      spdlog::info("GPUs 0..{} on each node, from Slurm's variables", slurm_gpus - 1);
+      // GPUs as its cluster's steps number them.
+      o.gpus = std::to_string(cluster.gpus_per_node);
+      spdlog::info("GPUs 0..{} on each node, from {}'s variables", cluster.gpus_per_node - 1,
+                   cluster.kind->words().title);
     }
   }
   launcher::ShellScriptRunner discovery(o.discovery_script, o.discovery_timeout);
@@ -180,7 +194,7 @@ int StatusMain(int argc, char** argv) {
                              devices.empty() ? "" : " (GPUs " + devices + ")");
   }
   std::cout << "\n";
-  std::string through;  // the same on every host (a pool inside Slurm)
+  std::string through;  // the same on every host (a pool inside a cluster allocation)
   for (const json& host : status["hosts"]) through = host.value("start_through", through);
   if (!through.empty()) std::cout << "Ranks elsewhere start through: " << through << "\n";
   std::vector<std::vector<std::string>> rows = {{"JOB", "PRIORITY", "STATE", "HELD", "TARGET", "MIN", "MAX", "SLOTS"}};
@@ -260,34 +274,40 @@ int TokenMain(int argc, char** argv) {
 
 }  // namespace
 
-bool PoolOnSlurm(const std::vector<std::string>& env, pool::DaemonOptions* options,
-                 int* gpus_per_node, std::string* err) {
-  if (!slurm::InAllocation(env)) {
+bool PoolOnCluster(const std::vector<const discovery::ClusterKind*>& kinds,
+                   const std::vector<std::string>& env, pool::DaemonOptions* options,
+                   PoolCluster* cluster, std::string* err) {
+  const discovery::ClusterKind* kind = discovery::KindInside(kinds, env);
+  if (kind == nullptr) {
+    std::string inside;
+    for (const discovery::ClusterKind* k : kinds) {
+      inside += std::string(inside.empty() ? "" : " or ") + "a " + k->words().title +
+                " allocation (" + k->words().allocators + ")";
+    }
     *err = "pool start " + options->name + ": say where the slots are: -H HOST:SLOTS,..., --hostfile "
-           "FILE or --host-discovery-script SCRIPT, or start the pool inside a Slurm allocation "
-           "(sbatch, salloc) to take its nodes";
+           "FILE or --host-discovery-script SCRIPT, or start the pool inside " + inside +
+           " to take its nodes";
     return false;
   }
-  std::string job = slurm::EnvValue(env, "SLURM_JOB_ID");
-  std::vector<discovery::HostSlots> hosts;
-  if (!slurm::AllocationHosts(env, &hosts, err)) {
-    *err = "pool start " + options->name + " inside Slurm allocation " + job + ": " + *err +
-           " (or give -H)";
+  discovery::ClusterAllocation allocation;
+  if (!kind->Read(env, &allocation, err)) {
+    *err = "pool start " + options->name + " inside " + kind->words().title + " allocation " +
+           allocation.id + ": " + *err + " (or give -H)";
     return false;
   }
-  *gpus_per_node = 0;
-  if (slurm::SlotsCountGpus(env) && options->gpus != "none") {
-    *gpus_per_node = hosts.front().slots;  // the same on every node
-    for (discovery::HostSlots& h : hosts) h.slots *= options->ranks_per_gpu;
+  *cluster = {kind, allocation.id, 0};
+  if (allocation.gpus_per_node > 0 && options->gpus != "none") {
+    cluster->gpus_per_node = allocation.gpus_per_node;  // the same on every node
+    for (discovery::HostSlots& h : allocation.hosts) h.slots *= options->ranks_per_gpu;
   }
-  options->hosts = std::move(hosts);
-  options->start_through = slurm::SrunTemplate(job);
+  options->hosts = std::move(allocation.hosts);
+  options->start_through = kind->StartTemplate(allocation.id);
   return true;
 }
 
 int PoolMain(int argc, char** argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    std::cout << kUsage << "\n";
+    std::cout << Usage() << "\n";
     return argc < 2 ? 2 : 0;
   }
   std::string verb = argv[1];
@@ -296,7 +316,7 @@ int PoolMain(int argc, char** argv) {
   if (verb == "priority") return PriorityMain(argc - 1, argv + 1);
   if (verb == "stop") return StopMain(argc - 1, argv + 1);
   if (verb == "token") return TokenMain(argc - 1, argv + 1);
-  return Error("etrun pool: unknown command '" + verb + "': " + kUsage, 2);
+  return Error("etrun pool: unknown command '" + verb + "': " + Usage(), 2);
 }
 
 }  // namespace etrun::cli

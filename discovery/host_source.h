@@ -3,8 +3,8 @@
 // version, as one value, so the hosts a policy plans with and the facts its ranks get always
 // come from the same answer. Implementations: a fixed list (-H, --hostfile, localhost:<np>), a
 // discovery script (ScriptHostSource over a ScriptRunner), the shared pool's grants
-// (pool/pool_client.h); a new kind of cluster is a new source. The elastic policy asks its source
-// and acts on its traits, never on which one it is.
+// (pool/pool_client.h), a cluster allocation's (discovery/cluster_kind.h: Slurm's squeue). The
+// elastic policy asks its source and acts on its traits, never on which one it is.
 // Poll may call back on any thread; the rest is for the caller's (loop) thread.
 #ifndef ETRUN_DISCOVERY_HOST_SOURCE_H_
 #define ETRUN_DISCOVERY_HOST_SOURCE_H_

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,6 +18,10 @@
 #include "rendezvous/access_list.h"
 
 namespace etrun {
+
+namespace discovery {
+class ClusterKind;  // discovery/cluster_kind.h
+}  // namespace discovery
 
 // Defaults of flags whose JobConfig value stays "not given" (std::nullopt) until used.
 inline constexpr int kDefaultElasticTimeoutS = 600;       // --elastic-timeout
@@ -95,9 +100,11 @@ struct JobConfig {
   int ssh_connect_timeout_s = 10;              // --ssh-connect-timeout (etrun)
   double host_timeout_s = 3;                   // --lost-host-timeout (etrun)
   bool ssh_strict_host_keys = false;           // --ssh-strict-host-keys (etrun)
-  bool ignore_slurm = false;                   // --ignore-slurm (etrun)
-  std::string slurm_job;                       // the allocation the hosts came from (cli/slurm_hosts)
-  std::string add_slurm_jobs;                      // --add-slurm-jobs NAME (etrun): also other jobs named so
+  std::vector<std::string> ignore_clusters;    // --ignore-slurm (etrun): kinds left alone ("slurm")
+  std::map<std::string, std::string> add_cluster_jobs;  // --add-slurm-jobs NAME (etrun), by kind:
+                                               // also the user's other jobs named so
+  const discovery::ClusterKind* cluster = nullptr;  // the kind of allocation the hosts came from
+  std::string cluster_job;                     // that allocation's id (cli/cluster_hosts); "": none
   std::string remote_shell;                    // --remote-shell CMD with {host} (etrun): not SSH
   Controller controller = Controller::kDefault;  // --gloo / --mpi / --jsrun
   bool disable_cache = false;                  // --disable-cache (etrun keeps no cache)

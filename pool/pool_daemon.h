@@ -31,7 +31,7 @@ struct DaemonOptions {
                                             // discovery script
   // The remote-shell template ({host}) jobs on other machines start their ranks on every host
   // through, sent with each grant (Grant::Host::start_through); "": each job's own way (SSH).
-  // Inside Slurm: srun in the pool's allocation (slurm::SrunTemplate).
+  // Inside a cluster allocation: its kind's step there (discovery::ClusterKind::StartTemplate: srun).
   std::string start_through;
   std::string discovery_script;
   std::chrono::milliseconds discovery_interval{1000};

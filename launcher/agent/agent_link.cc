@@ -148,10 +148,10 @@ void AgentLink::OnStreamEnd(int waited) {
                               "ranks are lost", options_.host, WTERMSIG(status)),
                   /*whole_line=*/true);
     }
-    if (options_.via == Via::kSrun) {  // srun exits 0 when its node fails
-      return Lose(fmt::format("etrun: error: the srun step on {} ended (exit {}) without the rank's exit "
+    if (options_.via == Via::kClusterStep) {  // a cluster's step (srun) exits 0 when its node fails
+      return Lose(fmt::format("etrun: error: the {} step on {} ended (exit {}) without the rank's exit "
                               "status: its node failed, or its step or allocation was cancelled; the "
-                              "host's ranks are lost{}", options_.host, WEXITSTATUS(status),
+                              "host's ranks are lost{}", options_.step, options_.host, WEXITSTATUS(status),
                               last.empty() ? "" : " (" + last + ")"),
                   /*whole_line=*/true);
     }

@@ -57,10 +57,11 @@ struct AgentImage {
 
 class AgentLink : public RankHost {
  public:
-  enum class Via { kSsh, kRemoteShell, kSrun };  // for messages
+  enum class Via { kSsh, kRemoteShell, kClusterStep };  // for messages
   struct Options {
     std::string host;
     Via via = Via::kSsh;
+    std::string step;            // kClusterStep: the step's program ("srun"), for messages
     std::string label;           // how the host is reached, for messages: "ssh h1:22"
     double lost_after_s = 3;     // --lost-host-timeout, from the agent's start
     double start_timeout_s = 60; // until the agent is up

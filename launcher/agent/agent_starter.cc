@@ -63,8 +63,9 @@ bool StartRemoteShell(const std::string& command_line, const std::vector<std::st
 
 }  // namespace
 
-AgentStarter::AgentStarter(const JobConfig& config, std::vector<std::string> environment)
-    : config_(config), environment_(std::move(environment)) {
+AgentStarter::AgentStarter(const JobConfig& config, std::vector<std::string> environment,
+                           std::vector<const discovery::ClusterKind*> kinds)
+    : config_(config), environment_(std::move(environment)), kinds_(std::move(kinds)) {
   // This machine's CUDA_VISIBLE_DEVICES names its GPUs, never another host's: a remote shell that
   // passes its environment on (srun does) must not make a host's agent take it for its own.
   std::erase_if(environment_, [](const std::string& kv) { return kv.starts_with("CUDA_VISIBLE_DEVICES="); });
@@ -114,15 +115,18 @@ AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
   options.host = rank.host;
   options.lost_after_s = config_.host_timeout_s;
   options.image = &image_;
-  // Slurm signalling the job's own steps (scancel --signal=TERM, preemption) drains the whole
-  // job, as when it signals the batch shell; a node of an allocation it grew onto ending is no
-  // stop, and neither is one pod of a remote shell being terminated (its host is lost instead).
-  options.pass_term = IsSrun(shell) && rank.remote_shell.empty();
+  // A cluster signalling the job's own steps (Slurm: scancel --signal=TERM, preemption) drains
+  // the whole job, as when it signals the batch shell; a node of an allocation it grew onto
+  // ending is no stop, and neither is one pod of a remote shell being terminated (its host is
+  // lost instead).
+  const discovery::ClusterKind* kind = discovery::KindStarting(kinds_, shell);
+  options.pass_term = kind != nullptr && kind->words().term_stops_job && rank.remote_shell.empty();
   AgentTransport transport;
   std::string err;
   if (!shell.empty()) {
     options.label = "remote shell to " + rank.host;
-    options.via = IsSrun(shell) ? AgentLink::Via::kSrun : AgentLink::Via::kRemoteShell;
+    options.via = kind != nullptr ? AgentLink::Via::kClusterStep : AgentLink::Via::kRemoteShell;
+    if (kind != nullptr) options.step = kind->words().step;
     host.link = std::make_unique<AgentLink>(io_, events_, options);
     if (!StartRemoteShell(RemoteShellCommand(shell, rank.host, bootstrap), environment_, &transport, &err)) {
       host.link->Fail(err);

@@ -1,7 +1,7 @@
 // AgentStarter: the RemoteStarter of etrun's remote ranks. Each remote host gets one agent
 // (agent.h) on its first rank, reached over one connection: SSH (libssh2, launcher/ssh/ssh_host.h)
 // or, with --remote-shell or a host's own template (RemoteRank::remote_shell: a node of another
-// Slurm allocation, a pool's host), one run of that command (launcher/ssh/remote_shell.h). The
+// cluster allocation, a pool's host), one run of that command (launcher/ssh/remote_shell.h). The
 // connection runs the bootstrap (agent_bootstrap.h), which brings this etrun along when the host
 // has none. Every later rank on the host, signal and fence is a frame to that agent
 // (agent_link.h). Loop thread only; must outlive the job's ranks.
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "discovery/cluster_kind.h"
 #include "launcher/agent/agent_link.h"
 #include "launcher/job_config.h"
 #include "launcher/remote_starter.h"
@@ -24,8 +25,11 @@ class AgentStarter : public RemoteStarter {
  public:
   // Reads the SSH flags, --remote-shell, --lost-host-timeout and --grace-period of `config`,
   // which must outlive the starter. `environment` is what remote shells run with, less
-  // CUDA_VISIBLE_DEVICES (this machine's GPUs).
-  AgentStarter(const JobConfig& config, std::vector<std::string> environment);
+  // CUDA_VISIBLE_DEVICES (this machine's GPUs). A remote shell that runs one of `kinds`' steps
+  // (srun) is that cluster's: its messages say so, and the job's own allocation's agents pass the
+  // cluster's SIGTERM on (discovery/cluster_kind.h).
+  AgentStarter(const JobConfig& config, std::vector<std::string> environment,
+               std::vector<const discovery::ClusterKind*> kinds = {});
   ~AgentStarter() override;
 
   void Attach(boost::asio::io_context* io, RankHostEvents* events) override;
@@ -47,6 +51,7 @@ class AgentStarter : public RemoteStarter {
 
   const JobConfig& config_;
   std::vector<std::string> environment_;
+  std::vector<const discovery::ClusterKind*> kinds_;
   boost::asio::io_context* io_ = nullptr;
   RankHostEvents* events_ = nullptr;
   AgentImage image_;

@@ -23,13 +23,4 @@ std::string RemoteShellCommand(const std::string& remote_shell, const std::strin
   return "exec " + line + " sh -c " + ShellQuote(remote_command);
 }
 
-bool IsSrun(const std::string& remote_shell) {
-  size_t begin = remote_shell.find_first_not_of(" \t");
-  if (begin == std::string::npos) return false;
-  size_t end = remote_shell.find_first_of(" \t", begin);
-  std::string program = remote_shell.substr(begin, end == std::string::npos ? end : end - begin);
-  size_t slash = program.rfind('/');
-  return (slash == std::string::npos ? program : program.substr(slash + 1)) == "srun";
-}
-
 }  // namespace etrun::launcher

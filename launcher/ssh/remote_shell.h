@@ -2,8 +2,8 @@
 // plm_rsh_agent: `--remote-shell 'kubectl exec -i {host} -n ns --'` reaches a host by running that
 // command, {host} replaced by the host's name, followed by `sh -c '<command>'`. etrun runs one
 // such command per host: the one that starts the host's agent (launcher/agent/agent.h), with pipes
-// as its stdin, stdout and stderr; Slurm's srun is one too (etrun's own template inside an
-// allocation). Pure.
+// as its stdin, stdout and stderr; a cluster's step is one too (etrun's own template inside an
+// allocation: srun, discovery/cluster_kind.h). Pure.
 #ifndef ETRUN_LAUNCHER_SSH_REMOTE_SHELL_H_
 #define ETRUN_LAUNCHER_SSH_REMOTE_SHELL_H_
 
@@ -13,10 +13,6 @@ namespace etrun::launcher {
 
 // Whether `remote_shell` names the host with {host}. Returns false and sets *err otherwise.
 bool CheckRemoteShell(const std::string& remote_shell, std::string* err);
-
-// Whether `remote_shell`'s program is srun (etrun's template inside an allocation, or the
-// user's): srun exits 0 when the node under its step fails.
-bool IsSrun(const std::string& remote_shell);
 
 // The shell command line that runs `remote_command` on `host` through `remote_shell`.
 std::string RemoteShellCommand(const std::string& remote_shell, const std::string& host,

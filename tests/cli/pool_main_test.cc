@@ -1,10 +1,12 @@
-// `etrun pool start` inside a Slurm allocation with no host flags (cli/pool_main.h PoolOnSlurm):
+// `etrun pool start` inside a Slurm allocation with no host flags (cli/pool_main.h PoolOnCluster):
 // the allocation's nodes and slots, srun in it for jobs' ranks, GPUs from Slurm's variables.
 #include "cli/pool_main.h"
 
 #include <doctest/doctest.h>
 
+#include "cli/cluster_kinds.h"
 #include "slurm/allocation.h"
+#include "slurm/kind.h"
 
 namespace etrun::cli {
 namespace {
@@ -21,14 +23,18 @@ TEST_CASE("a pool inside an allocation takes its nodes and starts jobs' ranks th
   // Given salloc -N3 (one task per node), the pool has h1..h3 with one slot each and every
   // grant says srun --jobid=12; no GPU variable: plain slots as before.
   pool::DaemonOptions o = Options();
-  int gpus = -1;
+  PoolCluster cluster;
+  cluster.gpus_per_node = -1;
   std::string err;
-  REQUIRE(PoolOnSlurm({"SLURM_JOB_ID=12", "SLURM_JOB_NODELIST=h[1-3]", "SLURM_TASKS_PER_NODE=1(x3)"},
-                      &o, &gpus, &err));
+  REQUIRE(PoolOnCluster(ClusterKinds(),
+                        {"SLURM_JOB_ID=12", "SLURM_JOB_NODELIST=h[1-3]", "SLURM_TASKS_PER_NODE=1(x3)"},
+                        &o, &cluster, &err));
   CHECK(o.hosts == std::vector<discovery::HostSlots>{{"h1", 1}, {"h2", 1}, {"h3", 1}});
   CHECK(o.start_through == "srun --overlap --jobid=12 --nodes=1 --ntasks=1 --nodelist={host} --quiet");
   CHECK(o.start_through == slurm::SrunTemplate("12"));
-  CHECK(gpus == 0);
+  CHECK(cluster.gpus_per_node == 0);
+  CHECK(cluster.kind == &slurm::kKind);
+  CHECK(cluster.job == "12");
   CHECK(o.gpus == "auto");  // left to the pool's own detection
 }
 
@@ -59,30 +65,33 @@ TEST_CASE("a GPU allocation's slots are its GPUs per node, times --ranks-per-gpu
     pool::DaemonOptions o = Options();
     o.gpus = row.gpus_flag;
     o.ranks_per_gpu = row.ranks_per_gpu;
-    int gpus = -1;
+    PoolCluster cluster;
+    cluster.gpus_per_node = -1;
     std::string err;
-    REQUIRE(PoolOnSlurm(env, &o, &gpus, &err));
+    REQUIRE(PoolOnCluster(ClusterKinds(), env, &o, &cluster, &err));
     CHECK(o.hosts == std::vector<discovery::HostSlots>{{"n1", row.slots}, {"n2", row.slots}});
-    CHECK(gpus == row.gpus);
+    CHECK(cluster.gpus_per_node == row.gpus);
   }
 }
 
 TEST_CASE("a pool outside an allocation, or in one it cannot read, is one line saying what to do") {
   pool::DaemonOptions o = Options();
   o.hosts = {{"kept", 1}};
-  int gpus = 0;
+  PoolCluster cluster;
   std::string err;
-  CHECK_FALSE(PoolOnSlurm({"HOME=/root"}, &o, &gpus, &err));
+  CHECK_FALSE(PoolOnCluster(ClusterKinds(), {"HOME=/root"}, &o, &cluster, &err));
   CHECK(err ==
         "pool start gpus: say where the slots are: -H HOST:SLOTS,..., --hostfile FILE or "
         "--host-discovery-script SCRIPT, or start the pool inside a Slurm allocation (sbatch, "
         "salloc) to take its nodes");
-  CHECK_FALSE(PoolOnSlurm({"SLURM_JOB_ID=9", "SLURM_JOB_NODELIST=h[1-2]", "SLURM_GPUS_ON_NODE=x"}, &o,
-                          &gpus, &err));
+  CHECK_FALSE(PoolOnCluster(ClusterKinds(),
+                            {"SLURM_JOB_ID=9", "SLURM_JOB_NODELIST=h[1-2]", "SLURM_GPUS_ON_NODE=x"}, &o,
+                            &cluster, &err));
   CHECK(err ==
         "pool start gpus inside Slurm allocation 9: SLURM_GPUS_ON_NODE=\"x\" is not a whole number "
         "of slots: fix it, or set ETRUN_SLURM_SLOTS (or give -H)");
-  CHECK_FALSE(PoolOnSlurm({"SLURM_JOB_ID=9", "SLURM_JOB_NODELIST=h[1-"}, &o, &gpus, &err));
+  CHECK_FALSE(PoolOnCluster(ClusterKinds(), {"SLURM_JOB_ID=9", "SLURM_JOB_NODELIST=h[1-"}, &o,
+                            &cluster, &err));
   CHECK(err.starts_with("pool start gpus inside Slurm allocation 9: SLURM_JOB_NODELIST="));
   CHECK(o.hosts == std::vector<discovery::HostSlots>{{"kept", 1}});  // unchanged
   CHECK(o.start_through.empty());

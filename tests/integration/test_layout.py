@@ -14,7 +14,7 @@ ALLOWED = {
     "slurm": {"discovery"},
     "launcher/mpi": {"launcher", "discovery", "events", "rendezvous"},
     "launcher/ssh": {"launcher", "events"},
-    "launcher/agent": {"launcher/ssh", "launcher", "events"},
+    "launcher/agent": {"launcher/ssh", "launcher", "discovery", "events"},
     "launcher": {"control", "discovery", "rendezvous", "events"},
     "control": {"rendezvous"},
     "events": set(),

@@ -1,0 +1,51 @@
+// Choosing among cluster kinds (discovery/cluster_kind.h): by the environment, and by the program
+// a remote-shell template runs.
+#include "discovery/cluster_kind.h"
+
+#include <doctest/doctest.h>
+
+#include "slurm/kind.h"
+#include "tests/discovery/fake_cluster_kind.h"
+
+namespace etrun::discovery {
+namespace {
+
+TEST_CASE("the first kind whose allocation the environment is inside is the one") {
+  // Given Slurm then a fake Flux, each is chosen by its own variables; Slurm first when both.
+  FakeClusterKind flux;
+  const std::vector<const ClusterKind*> kinds = {&slurm::kKind, &flux};
+  CHECK(KindInside(kinds, {"HOME=/root"}) == nullptr);
+  CHECK(KindInside(kinds, {"FLUX_JOB_ID=f1", "FLUX_NODES=a:2"}) == &flux);
+  CHECK(KindInside(kinds, {"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=h1"}) == &slurm::kKind);
+  CHECK(KindInside(kinds, {"FLUX_JOB_ID=f1", "SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=h1"}) ==
+        &slurm::kKind);
+  CHECK(KindInside(kinds, {"SLURM_JOB_ID=7"}) == nullptr);  // no node list: not inside
+  CHECK(KindInside({}, {"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=h1"}) == nullptr);
+}
+
+TEST_CASE("a template is a kind's step when its program is the kind's, by the path's last part") {
+  FakeClusterKind flux;
+  const std::vector<const ClusterKind*> kinds = {&slurm::kKind, &flux};
+  const struct {
+    std::string remote_shell;
+    const ClusterKind* kind;
+  } table[] = {
+      {"srun --overlap --jobid=7 --nodelist={host}", &slurm::kKind},
+      {"  /usr/bin/srun --jobid=7 -w {host}", &slurm::kKind},
+      {"\tsrun", &slurm::kKind},
+      {"flux run --requires=host:{host}", &flux},
+      {"ssh {host}", nullptr},
+      {"srunx {host}", nullptr},
+      {"/opt/srun/bin/ssh {host}", nullptr},
+      {"env srun {host}", nullptr},
+      {"", nullptr},
+      {"   ", nullptr},
+  };
+  for (const auto& row : table) {
+    CAPTURE(row.remote_shell);
+    CHECK(KindStarting(kinds, row.remote_shell) == row.kind);
+  }
+}
+
+}  // namespace
+}  // namespace etrun::discovery
