@@ -18,8 +18,16 @@ horovodrun init at 16 ranks on a loaded machine is measured rather than failed):
 
 Real Horovod 0.28.1 (PyTorch, Gloo) comes from scripts/horovod.sh (built once into a cache,
 docs/real-horovod.md), or from $ETRUN_HOROVOD_PATH when set. Also printed, for information: the
-launch-to-last-return time (launcher start to the last rank's return from hvd.init()) and the
-1-minute load average before each run.
+launch-to-last-return time (launcher start to the last rank's return from hvd.init()), the
+1-minute load average before each run (it counts the bench's own ranks of the runs before: 16
+importing ranks alone take it towards 16) and others' CPU: the cores other processes kept busy
+on average during the run (the machine's busy time from /proc/stat less the CPU time of the
+launcher and the ranks it reaped), and listen overflows: connections the machine dropped during
+the run because a listen queue was full (TcpExt ListenOverflows, machine-wide). Horovod's
+HTTPStore polls a missing key every 10 ms on a new connection; horovodrun's Python server
+listens with socketserver's queue of 5, so at 8 and 16 ranks SYNs are dropped and each waits
+for the kernel's retransmission (1 s, then 2 s, ...): 106 of them in one 16-rank horovodrun run
+here, none under etrun.
 
 With other work on the machine, the import phase, and so launch-to-last-return, differs by more
 than the launchers: Linux's autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled)
@@ -43,6 +51,7 @@ Exit status: 0 when every run succeeded and both targets pass, 1 otherwise.
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -143,6 +152,31 @@ def kill_marked(marker, folder, grace=0.0):
     return list(killed.values())
 
 
+def busy_cpu_s():
+    """CPU seconds the whole machine has spent busy (not idle, not waiting for I/O) since boot."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s():
+    """CPU seconds of this process's reaped descendants (a launcher and the ranks it reaped)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def listen_overflows():
+    """The machine's count of connections dropped because a listen queue was full (TcpExt
+    ListenOverflows: the client's SYN goes unanswered and its kernel sends it again after 1 s,
+    then 2 s, ...)."""
+    with open("/proc/net/netstat") as f:
+        lines = f.read().splitlines()
+    for names, values in zip(lines[::2], lines[1::2]):
+        if names.startswith("TcpExt:"):
+            return int(dict(zip(names.split(), values.split()))["ListenOverflows"])
+    return 0
+
+
 class Bench:
     def __init__(self, etrun, site, work, timeout):
         self.etrun = etrun
@@ -164,7 +198,7 @@ class Bench:
                 "-H", "localhost:%d" % n, *gloo, *rank]
 
     def run(self, launcher, n):
-        """One job: a dict with init (s), launch (s), load, or error."""
+        """One job: a dict with init (s), launch (s), load, others (cores), or error."""
         self.count += 1
         out_dir = os.path.join(self.work, "%03d-%s-%d" % (self.count, launcher, n))
         os.makedirs(out_dir)
@@ -173,7 +207,8 @@ class Bench:
         result = {"launcher": launcher, "n": n, "load": load}
         log_path = out_dir + ".log"
         with open(log_path, "wb") as log_file:
-            start = time.time()
+            start, busy, ours = time.time(), busy_cpu_s(), children_cpu_s()
+            overflows = listen_overflows()
             self.proc = subprocess.Popen(self.command(launcher, n, out_dir), env=self.env,
                                          stdin=subprocess.DEVNULL, stdout=log_file,
                                          stderr=subprocess.STDOUT, start_new_session=True)
@@ -183,6 +218,9 @@ class Bench:
                 code = None
             finally:
                 self.stop()
+            wall = time.time() - start
+            result["others"] = max(0.0, busy_cpu_s() - busy - (children_cpu_s() - ours)) / wall
+            result["overflows"] = listen_overflows() - overflows
         left = kill_marked(self.marker, out_dir, grace=2.0)
         stamps = []
         for name in sorted(os.listdir(out_dir)):
@@ -278,7 +316,8 @@ def main():
                     r = bench.run(launcher, n)
                     r["rep"] = i
                     runs.append(r)
-                    log(f"  N={n} run {i + 1} {launcher}: load {r['load']:.2f}, " +
+                    log(f"  N={n} run {i + 1} {launcher}: load {r['load']:.2f}, others "
+                        f"{r['others']:.2f} cores, listen overflows {r['overflows']}, " +
                         ("FAILED: " + r["error"] if "error" in r else
                          "init %.3f s, launch to last return %.2f s" % (r["init"], r["launch"])))
     except KeyboardInterrupt:
@@ -298,8 +337,9 @@ def main():
     print(f"== real Horovod hvd.init(), last rank's arrival -> last rank's return, median of "
           f"{a.runs} (min-max); {os.cpu_count()} cores")
     print("| N | etrun hvd.init() s | horovodrun hvd.init() s | horovodrun / etrun | "
-          "launch to last return s, etrun / horovodrun | load (1 min) |")
-    print("|---|---|---|---|---|---|")
+          "launch to last return s, etrun / horovodrun | listen overflows, etrun / horovodrun | "
+          "load (1 min) | others' CPU, cores |")
+    print("|---|---|---|---|---|---|---|---|")
     for n in ranks:
         cells = []
         for launcher in ("etrun", "horovodrun"):
@@ -312,9 +352,14 @@ def main():
         ratio = "%.1f×" % (h / e) if e and h else "—"
         launch = [median([r["launch"] for r in runs if r["n"] == n and r["launcher"] == x
                           and "error" not in r]) for x in ("etrun", "horovodrun")]
+        drops = [median([r["overflows"] for r in runs if r["n"] == n and r["launcher"] == x])
+                 for x in ("etrun", "horovodrun")]
         loads = [r["load"] for r in runs if r["n"] == n]
+        others = [r["others"] for r in runs if r["n"] == n]
         print(f"| {n} | {cells[0]} | {cells[1]} | {ratio} | {fmt(launch[0], 1)} / "
-              f"{fmt(launch[1], 1)} | {min(loads):.2f}–{max(loads):.2f} |")
+              f"{fmt(launch[1], 1)} | {fmt(drops[0], 0)} / {fmt(drops[1], 0)} | "
+              f"{min(loads):.2f}–{max(loads):.2f} | "
+              f"{min(others):.2f}–{max(others):.2f} |")
     failed = [r for r in runs if "error" in r]
     for r in failed:
         print(f"  FAILED: {r['launcher']} N={r['n']} run {r['rep'] + 1}: {r['error']}")
