@@ -144,8 +144,16 @@ def partition(bed, etrun, tries, real=False):
     return ok
 
 
+def busy_seconds():
+    """CPU seconds the whole machine has been busy (all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def elastic_8x8(bed, etrun):
     eight = [f"h{i}" for i in range(1, 9)]
+    machine_cpu = busy_seconds()
     proc, out, set_hosts, start = start_job(bed, etrun, eight, slots=8)
     ms = lambda s: f"{s * 1000:.0f} ms"
     took = {}
@@ -168,6 +176,11 @@ def elastic_8x8(bed, etrun):
         step = out.first(r"<stdout>:step \d+ rank \d+ size 56$", after=changed)
         took["shrink by h8: stall"] = step - out.last_before(r"<stdout>:step \d+ rank", step)
         time.sleep(1.0)
+        with open(f"/proc/{proc.pid}/stat") as f:  # etrun's own CPU, its threads included
+            fields = f.read().rsplit(")", 1)[1].split()
+        etrun_cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        machine_cpu = busy_seconds() - machine_cpu
+        wall = time.monotonic() - start
     finally:
         stop(proc)
     with out.lock:
@@ -179,6 +192,8 @@ def elastic_8x8(bed, etrun):
     for name, value in took.items():
         print(f"  {name}: {ms(value)}")
     print(f"  rank 0 committed steps 0..{len(steps) - 1}, each once: {once}")
+    print(f"  CPU over the {wall:.0f} s: etrun {etrun_cpu:.1f} s, the whole machine {machine_cpu:.1f} s "
+          f"of {os.cpu_count()} cores (the stand-ins, sshds, agents)")
     print(f"  targets: stalls <= 250 ms, the cut <= 5 s, every step once: {'PASS' if ok else 'FAIL'}")
     return ok
 
