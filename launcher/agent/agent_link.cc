@@ -62,6 +62,16 @@ void AgentLink::Begin(AgentTransport transport) {
   state_ = State::kStarting;
   began_ = std::chrono::steady_clock::now();
   last_tick_ = began_;
+  if (!options_.script.empty()) {
+    in_flight_ = options_.script;
+    writing_ = true;
+    std::weak_ptr<bool> alive = alive_;
+    asio::async_write(*to_, asio::buffer(in_flight_), [this, alive](const boost::system::error_code& ec, size_t) {
+      if (!alive.lock()) return;
+      writing_ = false;
+      if (!ec) Flush();  // an error: the read side sees the stream end and says why
+    });
+  }
   Read();
   if (err_) ReadStderr();
   Tick();

@@ -67,6 +67,10 @@ class AgentLink : public RankHost {
     double start_timeout_s = 60; // until the agent is up
     bool pass_term = false;      // a SIGTERM the agent got is raised here (Slurm signalled it)
     AgentImage* image = nullptr; // sent when the host has none; null: never
+    // Written to the stream before anything else: the bootstrap, for a remote shell whose
+    // command is `sh -s` (one line, which every sh reads whole before running any of it, so
+    // nothing of it is left for the agent to read). "": none (over SSH the command carries it).
+    std::string script;
   };
 
   AgentLink(boost::asio::io_context* io, RankHostEvents* events, Options options);

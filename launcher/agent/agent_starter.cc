@@ -127,8 +127,9 @@ AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
     options.label = "remote shell to " + rank.host;
     options.via = kind != nullptr ? AgentLink::Via::kClusterStep : AgentLink::Via::kRemoteShell;
     if (kind != nullptr) options.step = kind->words().step;
+    options.script = bootstrap + "\n";  // `sh -s` there reads it first (remote_shell.h)
     host.link = std::make_unique<AgentLink>(io_, events_, options);
-    if (!StartRemoteShell(RemoteShellCommand(shell, rank.host, bootstrap), environment_, &transport, &err)) {
+    if (!StartRemoteShell(RemoteShellCommand(shell, rank.host), environment_, &transport, &err)) {
       host.link->Fail(err);
     } else {
       host.link->Begin(transport);

@@ -11,8 +11,7 @@ bool CheckRemoteShell(const std::string& remote_shell, std::string* err) {
   return false;
 }
 
-std::string RemoteShellCommand(const std::string& remote_shell, const std::string& host,
-                               const std::string& remote_command) {
+std::string RemoteShellCommand(const std::string& remote_shell, const std::string& host) {
   std::string line = remote_shell;
   for (size_t at = line.find("{host}"); at != std::string::npos; at = line.find("{host}", at)) {
     std::string quoted = ShellQuote(host);
@@ -20,7 +19,7 @@ std::string RemoteShellCommand(const std::string& remote_shell, const std::strin
     at += quoted.size();
   }
   // exec: etrun waits for the remote shell itself and sees it die (no shell in between).
-  return "exec " + line + " sh -c " + ShellQuote(remote_command);
+  return "exec " + line + " sh -s";
 }
 
 }  // namespace etrun::launcher
