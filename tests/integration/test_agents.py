@@ -202,3 +202,18 @@ def test_a_remote_host_with_too_few_gpus_fails_its_ranks_in_one_line_each(bed, t
     assert set(said) == {3}, r.stderr
     marker = next(iter(marker_env.values()))
     assert wait_until(lambda: not processes_with_marker(marker), timeout=20), processes_with_marker(marker)
+
+
+def test_ssh_as_the_remote_shell_finds_the_launchers_etrun_and_sends_nothing(bed):
+    # ssh joins its arguments into one line that the login shell parses again; kubectl passes them
+    # on as they are. The agent's bootstrap reaches the host whole either way: here it finds the
+    # launcher's own etrun (a shared file system) instead of receiving a copy.
+    r = bed.run_launcher([ETRUN, "--log-level", "DEBUG", "-np", "4", "-H", "a1:2,a2:2",
+                          "--remote-shell", "ssh {host}", "sh", "-c", 'echo "up $HOROVOD_RANK $(hostname)"'],
+                         timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = rank_lines(r.stdout)
+    assert {rank: lines[rank] for rank in lines} == {0: ["up 0 a1"], 1: ["up 1 a1"], 2: ["up 2 a2"],
+                                                     3: ["up 3 a2"]}
+    assert "agent up after" in r.stderr
+    assert "no usable etrun there" not in r.stderr, r.stderr
