@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -9,24 +10,31 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <system_error>
 
+// Boost.Process 1.74 defines its vfork executor only where this says vfork exists, and glibc's
+// feature macros (_GNU_SOURCE: POSIX 2008, where vfork is no longer POSIX) make its own test say
+// no; Linux has vfork. Boost.Process's documented switch (klemens-morgenstern/boost-process#118).
+#define BOOST_POSIX_HAS_VFORK 1
+#include <boost/process/child.hpp>
+#include <boost/process/extend.hpp>
+#include <boost/process/posix.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 namespace etrun::launcher {
 namespace {
 
+namespace bp = boost::process;
+
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
 }
 
-void CloseIf(int fd) {
-  if (fd >= 0) close(fd);
-}
-
-// In the forked child, before exec or the body: only async-signal-safe calls. Returns 0, or the
-// errno of the step that failed.
+// In the forked child, before exec or the body: only async-signal-safe calls, nothing that
+// allocates (a vforked child shares etrun's memory). Returns 0, or the errno of the step that
+// failed.
 int SetUpChild(pid_t parent, const ChildOptions& o) {
   if (o.own_session) {
     setsid();
@@ -52,13 +60,114 @@ int SetUpChild(pid_t parent, const ChildOptions& o) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   if (o.nofile != nullptr) setrlimit(RLIMIT_NOFILE, o.nofile);
+  // No descriptor of etrun's reaches the program: its own are close-on-exec, but the sockets
+  // Asio opens are not (a rank inherited two), nor what etrun's parent left open. Marked, not
+  // closed: the guardian's body (ForkChild) still reads its pipe.
+  close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   return 0;
 }
 
-[[noreturn]] void Report(int status_w, int e) {
-  (void)!write(status_w, &e, sizeof(e));
-  _exit(127);
-}
+// etrun's set-up of a child, as a Boost.Process extension handler (boost/process/extend.hpp).
+// Boost.Process runs the fork and the exec, calls these hooks around them and brings the errno
+// of a failure in the child back to the parent. What it has no property for is here: the
+// process group or session, the parent-death signal, signals reset, the open-file limit, the
+// descriptors closed, argv[0] kept as given (its exe/args put the path there), the /bin/sh
+// fallback and the exit code 127 of a child that could not exec.
+// Hand-written still, and why:
+// - The redirections: Boost.Process's pipes are made by pipe(2) without O_CLOEXEC, and etrun
+//   starts children from two threads (discovery runs on its own), so a write end could leak
+//   into another child and hold a rank's output open. Callers make pipe2(O_CLOEXEC) pipes and
+//   the set-up dup2s them, as `std_out > pipe` would.
+// - Closing descriptors: bp::limit_handles lists /dev/fd with opendir in the child, which
+//   allocates (not allowed under vfork) and costs a readdir per open descriptor per child; one
+//   close_range does it.
+// - Exits: Boost.Process's on_exit hands over WEXITSTATUS or WTERMSIG folded into one int (a
+//   kill by signal 9 reads as exit code 9), and its SIGCHLD service keeps waiting for a pid it
+//   was given until it sees that pid exit: a pid reaped elsewhere (RankSet's destructor reaps
+//   synchronously) and then reused would be reaped by it. Two reapers of one pid cannot be
+//   sound, so the caller stays the only one (RankSet for ranks, on SIGCHLD).
+class ChildSetup : public bp::extend::handler {
+ public:
+  ChildSetup(const ChildOptions& options, const char* path, char* const* argv, char** envp,
+             char* const* sh_argv)
+      : options_(options), parent_(getpid()), path_(path), argv_(argv), envp_(envp),
+        sh_argv_(sh_argv) {}
+
+  pid_t forked() const { return forked_; }
+
+  // Parent, before the fork. Every signal is blocked until the child has exec'd, so no handler
+  // of etrun's runs in a child that shares its memory (posix_spawn does the same).
+  template <class Executor>
+  void on_setup(Executor& exec) {
+    exec.exe = path_;
+    exec.cmd_line = argv_;
+    exec.env = envp_;
+    sigset_t all;
+    sigfillset(&all);
+    blocked_ = pthread_sigmask(SIG_SETMASK, &all, &saved_mask_) == 0;
+  }
+
+  // Child, before the exec.
+  template <class Executor>
+  void on_exec_setup(Executor& exec) {
+    if (int e = SetUpChild(parent_, options_); e != 0) Fail(exec, e);
+  }
+
+  // Child, the exec failed: a file without "#!" runs under /bin/sh (as execvp does), else the
+  // child reports why and exits 127.
+  template <class Executor>
+  void on_exec_error(Executor& exec, const std::error_code& ec) {
+    if (ec.value() == ENOEXEC && sh_argv_ != nullptr) {
+      // Boost.Process has already noted ENOEXEC in the memory a vforked child shares with us.
+      exec.set_error(std::error_code(), "");
+      execve("/bin/sh", sh_argv_, envp_);
+      Fail(exec, errno);
+    }
+    Fail(exec, ec.value());
+  }
+
+  // Parent: the child exec'd. Its group is made here too, so it exists before anyone signals it
+  // even where vfork is a fork (ThreadSanitizer).
+  template <class Executor>
+  void on_success(Executor& exec) {
+    if (!options_.own_session) setpgid(exec.pid, exec.pid);
+    Unblock();
+  }
+
+  // Parent: the fork failed (exec.pid -1), or the child did not exec and exited 127. The
+  // vfork executor of Boost.Process 1.74 has made its child object before it checks for an error
+  // and drops it after this: its destructor would reap the pid (waitpid), which is the caller's
+  // to reap. A stored exit status tells that object the child is gone.
+  template <class Executor>
+  void on_error(Executor& exec, const std::error_code&) {
+    forked_ = exec.pid;
+    if (forked_ > 0) exec.exit_status->store(127 << 8);
+    Unblock();
+  }
+
+ private:
+  // Child only. Messages stay short: under vfork set_error copies them into the parent's string.
+  template <class Executor>
+  [[noreturn]] static void Fail(Executor& exec, int e) {
+    exec.set_error(std::error_code(e, std::system_category()), "set-up");
+    _exit(127);
+  }
+
+  void Unblock() {
+    if (blocked_) pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
+    blocked_ = false;
+  }
+
+  const ChildOptions& options_;
+  const pid_t parent_;
+  const char* path_;
+  char* const* argv_;
+  char** envp_;
+  char* const* sh_argv_;  // null: no /bin/sh fallback
+  sigset_t saved_mask_;
+  bool blocked_ = false;
+  pid_t forked_ = -1;
+};
 
 pid_t Fork(std::string* err, int* err_no = nullptr) {
   pid_t pid = fork();
@@ -158,7 +267,7 @@ bool FileLimit::Ensure(rlim_t needed, const std::string& what, std::string* err)
 bool StartChild(const std::string& path, const std::vector<std::string>& argv,
                 const std::vector<std::string>& env, const ChildOptions& options, Child* child,
                 std::string* err, int* err_no) {
-  // Everything the child needs is built before fork: it must not allocate.
+  // Everything the child needs is built before the fork: it must not allocate.
   std::vector<char*> args, envp;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -166,30 +275,30 @@ bool StartChild(const std::string& path, const std::vector<std::string>& argv,
   sh_args.insert(sh_args.end(), args.begin() + 1, args.end());
   for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  int status[2];
-  if (pipe2(status, O_CLOEXEC) != 0) {
-    if (err_no != nullptr) *err_no = errno;
-    *err = std::string("cannot create a pipe: ") + strerror(errno);
-    return false;
+  ChildSetup setup(options, path.c_str(), args.data(), envp.data(),
+                   options.shell_fallback ? sh_args.data() : nullptr);
+  // vfork, as posix_spawn does: fork's copy of the page tables grows with etrun's memory, and
+  // the parent resumes as soon as the child has exec'd or exited. ThreadSanitizer turns vfork
+  // into fork: there the child's report of a failed exec stays in its own memory, and such a
+  // child is seen only as exiting 127. (Boost.Process's fork executor is no way out: its child
+  // writes the error record in three pieces that the parent reads with one read.)
+  std::error_code ec;
+  bp::child process(setup, bp::posix::use_vfork, ec);
+  // The caller reaps it: an attached bp::child would waitpid it (and kill it) when destroyed.
+  process.detach();
+  if (!ec) {
+    child->pid = process.id();
+    child->exec_errno = 0;
+    return true;
   }
-  pid_t parent = getpid();
-  pid_t pid = Fork(err, err_no);
-  if (pid == 0) {
-    if (int e = SetUpChild(parent, options); e != 0) Report(status[1], e);
-    execve(path.c_str(), args.data(), envp.data());
-    if (errno == ENOEXEC && options.shell_fallback) execve("/bin/sh", sh_args.data(), envp.data());
-    Report(status[1], errno);
+  if (setup.forked() > 0) {  // it exits 127; AwaitExec says why
+    child->pid = setup.forked();
+    child->exec_errno = ec.value();
+    return true;
   }
-  close(status[1]);
-  if (pid < 0) {
-    close(status[0]);
-    return false;
-  }
-  // The group is made on both sides, so it exists before anyone signals it.
-  if (!options.own_session) setpgid(pid, pid);
-  child->pid = pid;
-  child->exec_status_fd = status[0];
-  return true;
+  if (err_no != nullptr) *err_no = ec.value();
+  *err = "cannot fork: " + ec.message();
+  return false;
 }
 
 pid_t ForkChild(const ChildOptions& options, void (*body)(void* arg), void* arg, std::string* err) {
@@ -205,20 +314,12 @@ pid_t ForkChild(const ChildOptions& options, void (*body)(void* arg), void* arg,
 }
 
 bool AwaitExec(Child* child, std::string* err, int* err_no) {
-  if (child->exec_status_fd < 0) return true;
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = read(child->exec_status_fd, &child_errno, sizeof(child_errno));
-  } while (n < 0 && errno == EINTR);
-  CloseIf(child->exec_status_fd);
-  child->exec_status_fd = -1;
-  if (n == static_cast<ssize_t>(sizeof(child_errno))) {
-    if (err_no != nullptr) *err_no = child_errno;
-    *err = strerror(child_errno);
-    return false;
-  }
-  return true;  // EOF: close-on-exec fired, the exec succeeded
+  int e = child->exec_errno;
+  child->exec_errno = 0;
+  if (e == 0) return true;
+  if (err_no != nullptr) *err_no = e;
+  *err = strerror(e);
+  return false;
 }
 
 bool IsShortage(int err_no) {

@@ -2,9 +2,11 @@
 // discovery script, `nvidia-smi`/`mpirun --version` probes, the guardian) goes through
 // StartChild, which gives it its own process group or session, an optional parent-death signal
 // (with the fork race closed), stdin from /dev/null, chosen stdout/stderr, default signal
-// dispositions, an empty signal mask and the open-file limit etrun started with; then it execs
-// (or, for the guardian, runs a function). Exec failures come back through a close-on-exec pipe
-// (AwaitExec), so many children can be forked before waiting on any of them.
+// dispositions, an empty signal mask, the open-file limit etrun started with and no descriptor
+// of etrun's but those three; then it execs (or, for the guardian, runs a function).
+// Boost.Process starts the programs (vfork and exec, with etrun's set-up as its extension
+// handler, launcher/child.cc); it returns once the child has exec'd or failed to, and AwaitExec
+// reports which.
 // Also here: the PATH lookup and the environment lookup every caller shares.
 // Thread-compatible: StartChild may be called from any thread (discovery runs on its own).
 #ifndef ETRUN_LAUNCHER_CHILD_H_
@@ -68,13 +70,14 @@ struct ChildOptions {
 };
 
 struct Child {
-  pid_t pid = -1;           // also its process group (or session) id
-  int exec_status_fd = -1;  // read end of the exec-status pipe; see AwaitExec
+  pid_t pid = -1;     // also its process group (or session) id
+  int exec_errno = 0;  // why it did not exec (see AwaitExec); 0 when it did
 };
 
-// Forks and execs `path` with `argv` and `env` ("K=V"). Returns false and sets *err when the
-// fork or its pipe fails (nothing is left running), and *err_no (if given) to that call's errno;
-// an exec failure is reported by AwaitExec and the child exits 127. The caller reaps the child.
+// Starts `path` with `argv` (argv[0] as given) and `env` ("K=V"), and returns once it has exec'd
+// or failed to. Returns false and sets *err when the fork fails (nothing is left running), and
+// *err_no (if given) to its errno; an exec failure is reported by AwaitExec and the child exits
+// 127. The caller reaps the child.
 bool StartChild(const std::string& path, const std::vector<std::string>& argv,
                 const std::vector<std::string>& env, const ChildOptions& options, Child* child,
                 std::string* err, int* err_no = nullptr);
@@ -83,9 +86,8 @@ bool StartChild(const std::string& path, const std::vector<std::string>& argv,
 // return. For the guardian. Returns the pid, or -1 and sets *err.
 pid_t ForkChild(const ChildOptions& options, void (*body)(void* arg), void* arg, std::string* err);
 
-// Waits until `child` has exec'd (true) or failed to (false, *err = strerror of the failure,
-// *err_no (if given) = its errno: the exec's, or that of the child's set-up before it).
-// Closes and clears child->exec_status_fd; true when there is none.
+// Whether `child` exec'd (true) or failed to (false, *err = strerror of the failure, *err_no (if
+// given) = its errno: the exec's, or that of the child's set-up before it). Clears the failure.
 bool AwaitExec(Child* child, std::string* err, int* err_no = nullptr);
 
 // Whether a failure to start a process with `err_no` means etrun ran out of something it holds

@@ -128,7 +128,7 @@ bool ElasticPolicy::ChooseNetwork(JobResult* result) {
   return true;
 }
 
-// Per rank: two output pipes and a short-lived exec-status pipe (plus two log files). With
+// Per rank: two output pipes, one spare and two log files (FilesPerRank). With
 // --max-np the limit is raised for them; without, at most the ranks it lets etrun supervise.
 bool ElasticPolicy::FitFileLimit(JobResult* result) {
   const JobConfig& config = context_->config();

@@ -33,8 +33,9 @@ namespace etrun::launcher {
 std::chrono::milliseconds ElasticTimeout(const JobConfig& config,
                                          const std::vector<std::string>& environment);
 
-// Descriptors etrun holds per running rank: two output pipes and a short-lived exec-status pipe
-// (plus two log files with --output-filename).
+// Descriptors etrun counts per running rank: two output pipes, one spare (the short-lived
+// exec-status pipe a rank's start once took, kept so the limits users know stay as they were)
+// and two log files with --output-filename.
 int FilesPerRank(const JobConfig& config);
 
 // The ranks the open-file limit lets etrun supervise at once (64 descriptors kept for itself);

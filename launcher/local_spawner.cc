@@ -45,15 +45,15 @@ bool LocalSpawner::Start(const LaunchSpec& spec, SpawnedProcess* out, std::strin
   out->pid = child.pid;
   out->stdout_fd = out_pipe[0];
   out->stderr_fd = err_pipe[0];
-  out->exec_status_fd = child.exec_status_fd;
+  out->exec_errno = child.exec_errno;
   return true;
 }
 
 bool LocalSpawner::AwaitStart(SpawnedProcess* process, std::string* err, int* err_no) {
   *err_no = 0;
-  Child child{process->pid, process->exec_status_fd};
+  Child child{process->pid, process->exec_errno};
   bool ok = AwaitExec(&child, err, err_no);
-  process->exec_status_fd = -1;
+  process->exec_errno = 0;
   return ok;
 }
 

@@ -1,7 +1,8 @@
 // Spawner: starts one process for RankSet and hands back its pid and output pipes. LocalSpawner
-// forks and execs on this machine (launcher/child.h); remote ranks are local stub processes too
-// (launcher/ssh/ssh_rank.h), so one spawner serves every rank. Tests use a fake that records what
-// it was asked to start. The RankSet owns what a spawner returns. Driver thread only.
+// starts it on this machine through Boost.Process (launcher/child.h); remote ranks are local
+// stub processes too (launcher/ssh/ssh_rank.h), so one spawner serves every rank. Tests use a
+// fake that records what it was asked to start. The RankSet owns what a spawner returns.
+// Driver thread only.
 #ifndef ETRUN_LAUNCHER_SPAWNER_H_
 #define ETRUN_LAUNCHER_SPAWNER_H_
 
@@ -43,7 +44,7 @@ struct SpawnedProcess {
   pid_t pid = -1;        // also the process group id: every rank leads its own group
   int stdout_fd = -1;
   int stderr_fd = -1;
-  int exec_status_fd = -1;  // see Spawner::AwaitStart
+  int exec_errno = 0;  // why it did not exec, for Spawner::AwaitStart; 0 when it did
 };
 
 class Spawner {
@@ -54,9 +55,9 @@ class Spawner {
   // program). IsShortage(*err_no) tells etrun's own limits from the command's faults.
   virtual bool Start(const LaunchSpec& spec, SpawnedProcess* out, std::string* err,
                      int* err_no) = 0;
-  // Waits until the process of a successful Start has exec'd (true) or failed to (false, *err
-  // says why, e.g. "Permission denied", *err_no is its errno; the process then exits 127 and is
-  // reaped as usual).
+  // Whether the process of a successful Start has exec'd (true) or failed to (false, *err says
+  // why, e.g. "Permission denied", *err_no is its errno; the process then exits 127 and is reaped
+  // as usual).
   virtual bool AwaitStart(SpawnedProcess* process, std::string* err, int* err_no) = 0;
 };
 
@@ -66,8 +67,9 @@ class LocalSpawner : public Spawner {
   explicit LocalSpawner(const FileLimit* limit = nullptr) : limit_(limit) {}
 
   // The child (StartChild): own process group, stdin from /dev/null, stdout/stderr into pipes,
-  // parent-death signal, then execve. Returns as soon as the child is forked, so many ranks can
-  // be forked before waiting on any of them.
+  // parent-death signal, no other descriptor, then execve. Returns once the child has exec'd or
+  // failed to (vfork: the parent waits for the exec, and copies no page tables); a failed exec
+  // is kept for AwaitStart, which does not wait.
   bool Start(const LaunchSpec& spec, SpawnedProcess* out, std::string* err, int* err_no) override;
   bool AwaitStart(SpawnedProcess* process, std::string* err, int* err_no) override;
 

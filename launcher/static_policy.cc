@@ -69,7 +69,7 @@ bool StaticPolicy::Prepare(JobResult* result) {
     *result = {kExitUsage, err};
     return false;
   }
-  // Per rank: two output pipes and a short-lived exec-status pipe (plus two log files).
+  // Per rank: two output pipes, one spare (once an exec-status pipe; FilesPerRank), two log files.
   rlim_t files = plan_.slots.size() * (config.output_filename.empty() ? 3 : 5) + 64;
   FileLimit* limit = context_->file_limit();
   if (limit != nullptr &&
