@@ -1,6 +1,6 @@
 // Spawner: starts one process for RankSet and hands back its pid and output pipes. LocalSpawner
-// starts it on this machine through Boost.Process (launcher/child.h); remote ranks are local
-// stub processes too (launcher/ssh/ssh_rank.h), so one spawner serves every rank. Tests use a
+// starts it on this machine through Boost.Process (launcher/child.h); a rank on another host is
+// no process here but its host's agent's (LaunchSpec::remote_host, remote_starter.h). Tests use a
 // fake that records what it was asked to start. The RankSet owns what a spawner returns.
 // Driver thread only.
 #ifndef ETRUN_LAUNCHER_SPAWNER_H_
