@@ -62,16 +62,8 @@ void AgentLink::Begin(AgentTransport transport) {
   state_ = State::kStarting;
   began_ = std::chrono::steady_clock::now();
   last_tick_ = began_;
-  if (!options_.script.empty()) {
-    in_flight_ = options_.script;
-    writing_ = true;
-    std::weak_ptr<bool> alive = alive_;
-    asio::async_write(*to_, asio::buffer(in_flight_), [this, alive](const boost::system::error_code& ec, size_t) {
-      if (!alive.lock()) return;
-      writing_ = false;
-      if (!ec) Flush();  // an error: the read side sees the stream end and says why
-    });
-  }
+  script_ = options_.script;
+  Flush();
   Read();
   if (err_) ReadStderr();
   Tick();
@@ -303,6 +295,7 @@ void AgentLink::Flush() {
     writing_ = false;
     if (ec) {
       // The read side sees the stream end and says why; nothing more can be sent.
+      script_.clear();
       outgoing_.clear();
       image_queued_ = false;
       return;
@@ -319,10 +312,12 @@ void AgentLink::Flush() {
     });
     return;
   }
-  // Frames wait until the agent runs (what comes before it is the bootstrap's input).
-  if (state_ != State::kUp || outgoing_.empty()) return;
+  // The bootstrap goes first; frames wait until the agent runs (what comes before it is the
+  // bootstrap's input).
+  std::string* next = !script_.empty() ? &script_ : state_ == State::kUp ? &outgoing_ : nullptr;
+  if (next == nullptr || next->empty()) return;
   in_flight_.clear();
-  in_flight_.swap(outgoing_);
+  in_flight_.swap(*next);
   writing_ = true;
   asio::async_write(*to_, asio::buffer(in_flight_), done);
 }

@@ -148,6 +148,7 @@ class AgentLink : public RankHost {
   bool paused_ = false;       // RankHostEvents asked to stop reading
   bool reading_ = false;
   // Writes: what waits, and the image being sent (written from its shared bytes).
+  std::string script_;        // Options::script, until written
   std::string outgoing_;
   std::string in_flight_;
   std::shared_ptr<const std::string> image_bytes_;
