@@ -1,8 +1,8 @@
 #include "cli/wiring.h"
 
-#include "launcher/elastic_policy.h"
 #include "launcher/mpi/mpi_policy.h"
-#include "launcher/static_policy.h"
+#include "launcher/policy/elastic_policy.h"
+#include "launcher/policy/static_policy.h"
 
 namespace etrun::cli {
 

@@ -1,5 +1,5 @@
 // ScriptRunner: runs a host discovery script (spec §2.4) and hands back what it printed, or why
-// it failed. The real one, launcher::ShellScriptRunner (launcher/shell_script_runner.h:
+// it failed. The real one, launcher::ShellScriptRunner (launcher/process/shell_script_runner.h:
 // processes are the launcher's), runs `/bin/sh -c <script>` off the caller's thread with a
 // timeout. An elastic job sees it through a ScriptHostSource (host_source.h), which parses each
 // run into a HostGrant; a shared pool's daemon polls it itself. Run from one thread.

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "launcher/child.h"
+#include "launcher/process/shell_words.h"
 
 extern char** environ;
 

@@ -5,8 +5,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "launcher/program_output.h"
-#include "launcher/child.h"
+#include "launcher/process/environment.h"
+#include "launcher/process/program_output.h"
+#include "launcher/process/program_path.h"
 
 namespace etrun::launcher {
 namespace {

@@ -15,9 +15,12 @@
 #include <vector>
 
 #include "discovery/host_slots.h"
+#include "launcher/output/line_splitter.h"
 #include "rendezvous/access_list.h"
 
 namespace etrun {
+
+using launcher::TimestampFormat;
 
 namespace discovery {
 class ClusterKind;  // discovery/cluster_kind.h
@@ -33,10 +36,6 @@ inline constexpr double kDefaultRecoveryGraceS = 2.0;      // --recovery-grace
 // Static-mode controller (spec §1.5). kDefault behaves as Gloo: a standalone launcher cannot ask
 // whether Horovod was built with MPI.
 enum class Controller { kDefault, kGloo, kMpi, kJsrun };
-
-// Timestamp prefix style for --prefix-output-with-timestamp (spec §7.1). kAsctime is horovodrun's
-// `time.asctime()` form; kIso is etrun's opt-in ISO 8601 local time with milliseconds.
-enum class TimestampFormat { kAsctime, kIso };
 
 // The tunable flags of spec §1.3; each becomes a worker environment variable when set.
 struct Tunables {

@@ -19,15 +19,15 @@
 #include "discovery/host_source.h"
 #include "discovery/network.h"
 #include "events/event_log.h"
-#include "launcher/child.h"
 #include "launcher/clock.h"
 #include "launcher/job_config.h"
+#include "launcher/process/child.h"
+#include "launcher/process/rank_set.h"
+#include "launcher/process/spawner.h"
 #include "launcher/rank_launcher.h"
-#include "launcher/rank_set.h"
 #include "launcher/remote_starter.h"
-#include "launcher/spawner.h"
-#include "rendezvous/notifier.h"
 #include "rendezvous/deadlines.h"
+#include "rendezvous/notifier.h"
 
 namespace etrun::launcher {
 

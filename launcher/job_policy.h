@@ -18,7 +18,7 @@
 
 #include "events/exit_status.h"
 #include "launcher/job_context.h"
-#include "launcher/rank_set.h"
+#include "launcher/process/rank_set.h"
 #include "rendezvous/http_request.h"
 #include "rendezvous/http_server.h"
 

@@ -11,7 +11,8 @@
 
 #include "events/schema.h"
 #include "launcher/gpu_slots.h"
-#include "launcher/output_sink.h"
+#include "launcher/output/output_sink.h"
+#include "launcher/process/shell_words.h"
 
 namespace etrun::launcher {
 

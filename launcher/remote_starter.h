@@ -14,7 +14,8 @@
 #include <boost/asio/io_context.hpp>
 
 #include "events/exit_status.h"
-#include "launcher/spawner.h"
+#include "launcher/process/rank_host.h"
+#include "launcher/process/spawner.h"
 
 namespace etrun::launcher {
 
@@ -26,31 +27,6 @@ struct HostNetwork {
   std::vector<std::string> address_vars;     // set to the launcher address the host reaches
   std::vector<std::string> interface_vars;   // set to the host's interface toward that address
   std::string require_interface;             // --network-interface: must exist on the host
-};
-
-// What a host's agent reports of its ranks (RankSet implements it). Loop thread only.
-class RankHostEvents {
- public:
-  virtual ~RankHostEvents() = default;
-  // Output of the rank with RankSet id `id`, as read there. Returns false when the caller should
-  // stop reading until RankHost::Resume (the console is congested).
-  virtual bool OnRemoteOutput(int id, bool is_stderr, std::string_view data) = 0;
-  // The rank ended (its output is complete): its status there, or 255 when its host was lost.
-  virtual void OnRemoteExit(int id, const ExitStatus& status) = 0;
-};
-
-// A remote host's agent, as RankSet sees it. Loop thread only.
-class RankHost {
- public:
-  virtual ~RankHost() = default;
-  // Asks the agent to run `command` (POSIX sh) as rank `id`: in its own process group, with
-  // CUDA_VISIBLE_DEVICES set to its share of the host's GPUs when `gpus` is enabled, output and
-  // exit reported through RankHostEvents. A host that is gone reports it exited 255.
-  virtual void StartRank(int id, const std::string& command, const GpuShare& gpus) = 0;
-  // Sends `sig` to the process group of rank `id` there.
-  virtual void SignalRank(int id, int sig) = 0;
-  // Reading resumes after OnRemoteOutput returned false.
-  virtual void Resume() = 0;
 };
 
 // One rank to run on another host.

@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "launcher/child.h"
+#include "launcher/process/environment.h"
 
 namespace etrun::launcher {
 

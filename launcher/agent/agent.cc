@@ -25,11 +25,12 @@
 #include <spdlog/spdlog.h>
 
 #include "launcher/agent/wire.h"
-#include "launcher/child.h"
 #include "launcher/gpu_slots.h"
-#include "launcher/guardian.h"
-#include "launcher/output_sink.h"
-#include "launcher/rank_set.h"
+#include "launcher/output/output_sink.h"
+#include "launcher/process/environment.h"
+#include "launcher/process/guardian.h"
+#include "launcher/process/rank_set.h"
+#include "launcher/process/shell_words.h"
 
 namespace etrun::launcher::agent {
 

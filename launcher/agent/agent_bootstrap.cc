@@ -1,7 +1,7 @@
 #include "launcher/agent/agent_bootstrap.h"
 
 #include "launcher/agent/wire.h"
-#include "launcher/child.h"
+#include "launcher/process/shell_words.h"
 
 namespace etrun::launcher::agent {
 

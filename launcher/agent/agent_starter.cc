@@ -10,7 +10,7 @@
 #include "launcher/agent/agent.h"
 #include "launcher/agent/agent_bootstrap.h"
 #include "launcher/agent/rank_command.h"
-#include "launcher/child.h"
+#include "launcher/process/child.h"
 #include "launcher/ssh/remote_shell.h"
 
 namespace etrun::launcher::agent {

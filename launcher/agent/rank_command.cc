@@ -1,6 +1,6 @@
 #include "launcher/agent/rank_command.h"
 
-#include "launcher/child.h"
+#include "launcher/process/shell_words.h"
 
 namespace etrun::launcher::agent {
 

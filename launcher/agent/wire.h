@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "events/exit_status.h"
-#include "launcher/spawner.h"
+#include "launcher/process/spawner.h"
 
 namespace etrun::launcher::agent {
 

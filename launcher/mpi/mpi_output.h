@@ -17,7 +17,7 @@
 #include <string_view>
 
 #include "launcher/mpi/mpirun_report.h"
-#include "launcher/rank_set.h"
+#include "launcher/process/rank_set.h"
 
 namespace etrun::launcher {
 

@@ -20,8 +20,11 @@
 #include "events/exit_status.h"
 #include "launcher/mpi/mpi_command.h"
 #include "launcher/mpi/mpi_output.h"
-#include "launcher/program_output.h"
-#include "launcher/child.h"
+#include "launcher/process/child.h"
+#include "launcher/process/environment.h"
+#include "launcher/process/program_output.h"
+#include "launcher/process/program_path.h"
+#include "launcher/process/shell_words.h"
 #include "launcher/rank_launcher.h"
 #include "launcher/worker_env.h"
 

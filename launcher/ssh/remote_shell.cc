@@ -1,6 +1,6 @@
 #include "launcher/ssh/remote_shell.h"
 
-#include "launcher/child.h"
+#include "launcher/process/shell_words.h"
 
 namespace etrun::launcher {
 

@@ -27,6 +27,7 @@
 #include "discovery/host_slots.h"
 #include "launcher/job_context.h"
 #include "launcher/job_policy.h"
+#include "launcher/process/child.h"
 
 namespace etrun::launcher {
 

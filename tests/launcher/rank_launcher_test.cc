@@ -14,9 +14,9 @@
 #include "launcher/agent/agent.h"
 #include "launcher/agent/agent_bootstrap.h"
 #include "launcher/agent/rank_command.h"
-#include "launcher/output_sink.h"
+#include "launcher/output/output_sink.h"
 #include "launcher/ssh/remote_shell.h"
-#include "tests/launcher/fake_spawner.h"
+#include "tests/launcher/process/fake_spawner.h"
 
 namespace etrun::launcher {
 namespace {

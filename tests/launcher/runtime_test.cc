@@ -11,7 +11,7 @@
 
 #include "cli/flags.h"
 #include "cli/wiring.h"
-#include "tests/launcher/fake_spawner.h"
+#include "tests/launcher/process/fake_spawner.h"
 
 namespace etrun::launcher {
 namespace {

@@ -1,0 +1,54 @@
+#include "launcher/process/program_path.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "launcher/process/environment.h"
+
+namespace etrun::launcher {
+namespace {
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+std::string CommandCannotRun(const std::vector<std::string>& command,
+                             const std::vector<std::string>& environment) {
+  std::string err;
+  if (!FindProgram(command.at(0), EnvValue(environment, "PATH"), &err).empty()) return "";
+  return "cannot run '" + command[0] + "': " + err + ": check the command and PATH";
+}
+
+std::string FindProgram(const std::string& name, const std::string& path_env, std::string* err) {
+  if (name.empty()) {
+    *err = "the command is empty";
+    return "";
+  }
+  if (name.find('/') != std::string::npos) {
+    if (IsExecutableFile(name)) return name;
+    struct stat st;
+    *err = stat(name.c_str(), &st) != 0 ? "no such file" : "not an executable file";
+    return "";
+  }
+  std::string path = path_env.empty() ? "/usr/local/bin:/usr/bin:/bin" : path_env;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t colon = path.find(':', pos);
+    std::string dir = path.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    // Built by appends: GCC 12 misreports `dir = "."` and `dir + "/" + name` under -Wrestrict.
+    if (dir.empty()) dir.push_back('.');
+    std::string candidate = dir;
+    candidate += '/';
+    candidate += name;
+    if (IsExecutableFile(candidate)) return candidate;
+    if (colon == std::string::npos) break;
+    pos = colon + 1;
+  }
+  *err = "command not found in PATH";
+  return "";
+}
+
+}  // namespace etrun::launcher

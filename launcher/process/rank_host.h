@@ -1,0 +1,44 @@
+// RankHost: a rank that runs on another host, as RankSet holds it. Each remote host runs one agent
+// (launcher/agent/agent.h) that starts, signals and reaps the host's ranks and sends back their
+// output and exit status; RankSet sees that agent's link as a RankHost and the rank as an id,
+// never as a local process, and hears back through RankHostEvents. Which host runs what and how
+// its agent is reached is the RemoteStarter's (launcher/remote_starter.h). Loop thread only.
+#ifndef ETRUN_LAUNCHER_PROCESS_RANK_HOST_H_
+#define ETRUN_LAUNCHER_PROCESS_RANK_HOST_H_
+
+#include <string>
+#include <string_view>
+
+#include "events/exit_status.h"
+#include "launcher/process/spawner.h"
+
+namespace etrun::launcher {
+
+// What a host's agent reports of its ranks (RankSet implements it). Loop thread only.
+class RankHostEvents {
+ public:
+  virtual ~RankHostEvents() = default;
+  // Output of the rank with RankSet id `id`, as read there. Returns false when the caller should
+  // stop reading until RankHost::Resume (the console is congested).
+  virtual bool OnRemoteOutput(int id, bool is_stderr, std::string_view data) = 0;
+  // The rank ended (its output is complete): its status there, or 255 when its host was lost.
+  virtual void OnRemoteExit(int id, const ExitStatus& status) = 0;
+};
+
+// A remote host's agent, as RankSet sees it. Loop thread only.
+class RankHost {
+ public:
+  virtual ~RankHost() = default;
+  // Asks the agent to run `command` (POSIX sh) as rank `id`: in its own process group, with
+  // CUDA_VISIBLE_DEVICES set to its share of the host's GPUs when `gpus` is enabled, output and
+  // exit reported through RankHostEvents. A host that is gone reports it exited 255.
+  virtual void StartRank(int id, const std::string& command, const GpuShare& gpus) = 0;
+  // Sends `sig` to the process group of rank `id` there.
+  virtual void SignalRank(int id, int sig) = 0;
+  // Reading resumes after OnRemoteOutput returned false.
+  virtual void Resume() = 0;
+};
+
+}  // namespace etrun::launcher
+
+#endif  // ETRUN_LAUNCHER_PROCESS_RANK_HOST_H_
