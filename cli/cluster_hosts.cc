@@ -16,7 +16,7 @@ bool Ignored(const JobConfig& c, const discovery::ClusterKind& kind) {
 bool UseAllocation(const std::vector<const discovery::ClusterKind*>& kinds, const FlagTable& t,
                    const std::vector<std::string>& env, JobConfig* c, std::string* err) {
   const discovery::ClusterKind* kind = discovery::KindInside(kinds, env);
-  if (kind == nullptr || Ignored(*c, *kind) || !c->hosts.empty() || !t.hostfile().empty() ||
+  if (kind == nullptr || Ignored(*c, *kind) || !c->hosts_flag.empty() || !t.hostfile().empty() ||
       !c->host_discovery_script.empty() || !c->pool.empty()) {
     return true;
   }
@@ -29,7 +29,6 @@ bool UseAllocation(const std::vector<const discovery::ClusterKind*>& kinds, cons
   c->cluster = kind;
   c->cluster_job = allocation.id;
   c->host_list = allocation.hosts;
-  c->hosts = discovery::FormatHosts(allocation.hosts);  // mpirun's -H
   if (!c->num_proc) {
     int slots = 0;
     for (const discovery::HostSlots& h : allocation.hosts) slots += h.slots;

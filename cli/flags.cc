@@ -210,7 +210,7 @@ void FlagTable::AddGeneral(JobConfig* c) {
 
 void FlagTable::AddHostsAndElastic(JobConfig* c) {
   group_ = "Host arguments";
-  Text("-H,--hosts", &c->hosts, "Hosts and their slots, host1:2,host2:4 (default: localhost:<np>).")
+  Text("-H,--hosts", &c->hosts_flag, "Hosts and their slots, host1:2,host2:4 (default: localhost:<np>).")
       ->type_name("HOST:SLOTS,...");
   Value<std::string>(
       "--hostfile", [this](const std::string& v) { hostfile_ = v; },
@@ -544,7 +544,7 @@ ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig*
   // job's cause (job_start and job_end in the events file, exit 2), as it did when it parsed.
   // An allocation's hosts were read by UseClusterAllocation.
   if (parsed.cluster_job.empty()) {
-    ReadHostList(parsed.hosts, table.hostfile(), &parsed.host_list, &parsed.host_list_error);
+    ReadHostList(parsed.hosts_flag, table.hostfile(), &parsed.host_list, &parsed.host_list_error);
   }
 
   ParseOutcome outcome;

@@ -37,6 +37,7 @@ int HostManager::Update(const std::vector<HostSlots>& discovered, TimePoint now)
     std::erase_if(states_, [&after](const auto& entry) { return !after.count(entry.first); });
   }
   discovered_ = discovered;
+  updated_ = true;
   // Hosts still available keep their order; newcomers (and hosts back from a disappearance or a
   // blacklist) follow in output order.
   std::erase_if(order_, [&after, this](const std::string& name) {

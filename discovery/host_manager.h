@@ -42,6 +42,11 @@ class HostManager {
   // Blacklists a host whose rank failed. No effect while the host is inside a cooldown window.
   void Blacklist(const std::string& host, TimePoint now);
 
+  // The last list Update took (the job's hosts: its source's grant with `etrun scale`'s
+  // overrides), in the order given; whether Update was ever called.
+  const std::vector<HostSlots>& discovered() const { return discovered_; }
+  bool updated() const { return updated_; }
+
   // Hosts that are discovered and not blacklisted, in assignment order.
   std::vector<HostSlots> Available() const;
   // Their total slots, capped at INT_MAX (a script may print huge counts).
@@ -62,6 +67,7 @@ class HostManager {
   bool forget_departed_ = false;
   std::function<double()> uniform01_;
   std::vector<HostSlots> discovered_;      // last discovery result, in output order
+  bool updated_ = false;
   std::vector<std::string> order_;         // assignment order of the available hosts
   std::map<std::string, HostState> states_;
 };

@@ -71,12 +71,14 @@ struct JobConfig {
   std::optional<int> min_np;                   // --min-np; presence switches to elastic mode
   std::optional<int> max_np;                   // --max-np
   std::optional<int> slots_per_host;           // --slots-per-host (abbreviated --slots)
-  std::string hosts;                           // -H / --hosts as given: mpirun gets it verbatim
-  // -H or --hostfile (read when the CLI parsed the flags) as hosts, in the order given; empty
-  // when neither was given, or when they did not parse: then host_list_error says why (one
+  // The job's fixed hosts, one list: -H or --hostfile (read when the CLI parsed the flags) in
+  // the order given, or the nodes of the cluster allocation etrun runs inside (cli/cluster_hosts);
+  // empty when none was given, or when they did not parse: then host_list_error says why (one
   // line naming the flag or file), for the runtime to report as the job's cause.
   std::vector<discovery::HostSlots> host_list;
   std::string host_list_error;
+  std::string hosts_flag;                      // -H / --hosts as typed, read by --mpi only: mpirun
+                                               // gets it verbatim, as from horovodrun
   std::string host_discovery_script;           // --host-discovery-script, a shell command line
   std::string pool;                            // --pool NAME or HOST:PORT (etrun): hosts from a pool
   std::optional<int> priority;                 // --priority (etrun): weight in the pool

@@ -51,7 +51,7 @@ bool FindPool(const std::string& name, control::JobEntry* out, std::string* err)
   return false;
 }
 
-PoolClient::PoolClient(ClientOptions options) : options_(std::move(options)) { last_grant_.ok = true; }
+PoolClient::PoolClient(ClientOptions options) : options_(std::move(options)) {}
 
 PoolClient::~PoolClient() { Stop(); }
 
@@ -84,12 +84,12 @@ bool PoolClient::Find(control::JobEntry* entry, std::string* err) const {
 JoinRequest PoolClient::Request() const {
   JoinRequest request = options_.join;
   std::lock_guard<std::mutex> lock(mu_);
-  request.held = held_;
+  request.held = Held();
   request.releasing.clear();
   // Live local ranks past the grant still drain slots given back: the pool must know them.
   for (const auto& [host, ranks] : live_) {
-    auto granted = held_.find(host);
-    size_t have = granted == held_.end() ? 0 : granted->second.size();
+    auto granted = request.held.find(host);
+    size_t have = granted == request.held.end() ? 0 : granted->second.size();
     auto views = slots_.find(host);
     for (int rank : ranks) {
       if (rank < 0 || static_cast<size_t>(rank) < have || views == slots_.end() ||
@@ -191,7 +191,7 @@ discovery::HostGrant PoolClient::Sync() {
     // The previous grant reached the driver before this run began (runs are one at a time, each
     // after the last result was applied): its version is what the job has seen.
     request.seen = seen_;
-    last = last_grant_;
+    last = Granted();
     lost = lost_;
   }
   std::string reply, err;
@@ -256,32 +256,41 @@ discovery::HostGrant PoolClient::Apply(int status, const std::string& reply) {
 }
 
 discovery::HostGrant PoolClient::Adopt(const Grant& from_pool) {
-  discovery::HostGrant grant;
-  HostLists held;
-  std::map<std::string, std::vector<SlotView>> views;
+  std::lock_guard<std::mutex> lock(mu_);
+  held_ = from_pool;
+  seen_ = from_pool.version;
+  // A local rank keeps its entry after it is given back (its process may still be starting or
+  // draining); the pool grants that place again only with a new entry, written here first.
   for (const Grant::Host& h : from_pool.hosts) {
+    if (h.slots.empty()) continue;
+    std::vector<SlotView>& mine = slots_[h.name];
+    if (mine.size() < h.slots.size()) mine.resize(h.slots.size());
+    for (size_t k = 0; k < h.slots.size(); ++k) {
+      mine[k] = {h.slots[k], k < h.devices.size() ? h.devices[k] : ""};
+    }
+  }
+  return Granted();
+}
+
+HostLists PoolClient::Held() const {
+  HostLists held;
+  for (const Grant::Host& h : held_.hosts) {
+    if (!h.slots.empty()) held[h.name] = h.slots;
+  }
+  return held;
+}
+
+discovery::HostGrant PoolClient::Granted() const {
+  // The grant as one value: its hosts in the pool's order, every local rank's facts, its version.
+  discovery::HostGrant grant;
+  grant.ok = true;
+  grant.version = static_cast<uint64_t>(seen_);
+  for (const Grant::Host& h : held_.hosts) {
     if (h.slots.empty()) continue;
     grant.hosts.push_back({h.name, static_cast<int>(h.slots.size())});
     // A pool inside Slurm: srun in its allocation (a host that is this machine runs locally).
     if (!h.start_through.empty()) grant.start_through[h.name] = h.start_through;
-    for (size_t k = 0; k < h.slots.size(); ++k) {
-      held[h.name].push_back(h.slots[k]);
-      views[h.name].push_back({h.slots[k], k < h.devices.size() ? h.devices[k] : ""});
-    }
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  held_ = std::move(held);
-  seen_ = from_pool.version;
-  // A local rank keeps its entry after it is given back (its process may still be starting or
-  // draining); the pool grants that place again only with a new entry, written here first.
-  for (auto& [host, list] : views) {
-    std::vector<SlotView>& mine = slots_[host];
-    if (mine.size() < list.size()) mine.resize(list.size());
-    for (size_t k = 0; k < list.size(); ++k) mine[k] = list[k];
-  }
-  // The grant as one value: its hosts, every local rank's facts, its version.
-  grant.ok = true;
-  grant.version = static_cast<uint64_t>(seen_);
   for (const auto& [host, list] : slots_) {
     std::vector<discovery::SlotFacts>& facts = grant.slots[host];
     for (const SlotView& v : list) {
@@ -292,7 +301,6 @@ discovery::HostGrant PoolClient::Adopt(const Grant& from_pool) {
       facts.push_back(std::move(f));
     }
   }
-  last_grant_ = grant;
   return grant;
 }
 

@@ -85,6 +85,10 @@ class PoolClient : public discovery::HostSource {
   discovery::HostGrant Apply(int status, const std::string& reply);
   // Keeps a grant of the pool (slots held, each local rank's place) and returns it as a HostGrant.
   discovery::HostGrant Adopt(const Grant& from_pool);
+  // From the book below, with mu_ held: the slots held per host (the pool's HostLists), and
+  // the grant the job plans with (answered again while the pool is away; none at first).
+  HostLists Held() const;
+  discovery::HostGrant Granted() const;
 
   ClientOptions options_;
   std::thread thread_;
@@ -92,9 +96,8 @@ class PoolClient : public discovery::HostSource {
   control::JobEntry entry_;
   std::string id_;
   HostLists live_;
-  HostLists held_;                                 // the last grant: slots per host
+  Grant held_;                                     // the pool's last grant, as it sent it
   std::map<std::string, std::vector<SlotView>> slots_;  // by local rank; kept past give-back
-  discovery::HostGrant last_grant_;  // answered while the pool is away (ok, none at first)
   bool lost_ = false;                              // the pool could not be reached
   int64_t seen_ = 0;                               // version of the last grant handed out
 };

@@ -115,7 +115,7 @@ bool MpiPolicy::Prepare(JobResult* result) {
     return false;
   }
   MpiJob job;
-  job.hosts = config.hosts.empty() ? discovery::FormatHosts(hosts) : config.hosts;
+  job.hosts = config.hosts_flag.empty() ? discovery::FormatHosts(hosts) : config.hosts_flag;
   job.num_hosts = static_cast<int>(hosts.size());
   job.env = MpirunEnv(context_->environment(), config.tunables);
   if (!ChooseNetwork(hosts, &job, result) || !FindOpenMpi(&job, result)) return false;

@@ -60,8 +60,10 @@ void ElasticDriver::OnDiscovery(const discovery::HostGrant& grant, TimePoint now
   }
   for (const std::string& w : grant.warnings) spdlog::warn("{}", w);
   have_discovery_ = true;
-  last_raw_ = grant.hosts;
-  ApplyHosts(grant.hosts, now);
+  grant_ = grant;
+  grant_.warnings.clear();
+  grant_.errors.clear();
+  ApplyHosts(grant_.hosts, now);
 }
 
 void ElasticDriver::SetOverrides(HostOverrides overrides, TimePoint now) {
@@ -69,7 +71,7 @@ void ElasticDriver::SetOverrides(HostOverrides overrides, TimePoint now) {
   overrides_ = std::move(overrides);
   spdlog::info("scale: hosts added {}, removed {}, size {}", overrides_.add.size(),
                overrides_.remove.size(), overrides_.to ? std::to_string(*overrides_.to) : "as discovered");
-  if (have_discovery_ && phase_ != Phase::kStopping && phase_ != Phase::kDone) ApplyHosts(last_raw_, now);
+  if (have_discovery_ && phase_ != Phase::kStopping && phase_ != Phase::kDone) ApplyHosts(grant_.hosts, now);
 }
 
 void ElasticDriver::ApplyHosts(std::vector<discovery::HostSlots> parsed, TimePoint now) {
@@ -79,12 +81,12 @@ void ElasticDriver::ApplyHosts(std::vector<discovery::HostSlots> parsed, TimePoi
            overrides_.add.count(h.name) != 0;
   });
   for (const auto& [host, slots] : overrides_.add) parsed.push_back({host, slots});
-  if (parsed != last_discovery_ || !events_reported_discovery_) {
+  // The job's host list (the grant with the overrides) is the host manager's: an event says
+  // each new one, the first included.
+  if (!hosts_->updated() || parsed != hosts_->discovered()) {
     nlohmann::json list = nlohmann::json::array();
     for (const discovery::HostSlots& h : parsed) list.push_back({{field::kHost, h.name}, {field::kSlots, h.slots}});
     Emit(events::kDiscovery, {{field::kHosts, list}});
-    last_discovery_ = parsed;
-    events_reported_discovery_ = true;
   }
   std::vector<std::string> was_blacklisted;
   for (const discovery::HostSlots& h : parsed) {

@@ -150,6 +150,11 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   // A signal or an outside error: stop every worker and finish with `exit_code`.
   void Abort(int exit_code, const std::string& why);
 
+  // The host source's last good grant (its warnings and the script's stderr left out): what each
+  // slot's rank gets (HostGrant::slots) and how each host's ranks start (start_through). Empty
+  // (not ok) before the first.
+  const discovery::HostGrant& grant() const { return grant_; }
+
   // Replaces the overrides and applies them to the last discovery result at once.
   void SetOverrides(HostOverrides overrides, TimePoint now);
   const HostOverrides& overrides() const { return overrides_; }
@@ -281,11 +286,12 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   int exit_code_ = 0;
   std::string summary_;
   events::EventLog* events_ = nullptr;
-  std::vector<discovery::HostSlots> last_discovery_;  // as last reported in an event
-  bool events_reported_discovery_ = false;
   std::string restart_reason_;
   HostOverrides overrides_;
-  std::vector<discovery::HostSlots> last_raw_;  // the script's last good list, before overrides
+  // The host source's last good answer, as it gave it (before the overrides): the hosts, each
+  // slot's facts, the templates of hosts that start otherwise. The job's host list (with the
+  // overrides, less the blacklisted) is the host manager's; the round's ranks are assignment_.
+  discovery::HostGrant grant_;
 };
 
 }  // namespace etrun::launcher

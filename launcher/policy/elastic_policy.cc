@@ -266,8 +266,6 @@ void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
   polling_ = false;
   // The script's stderr reaches the user as horovodrun passes it through.
   if (!grant.errors.empty()) context_->Write(context_->console().console_err, grant.errors);
-  // The facts of the hosts the driver plans with are the grant's own (HostGrant: one value).
-  if (grant.ok) grant_ = grant;
   // Before any rank starts on this machine: a command that cannot run here ends the job with one
   // line, as in the other modes, instead of failing every local rank (and blaming the host).
   if (grant.ok && !command_checked_ && OffersThisMachine(grant)) {
@@ -476,16 +474,18 @@ bool ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
   RankRequest request{slot, GroupRank(slot.hostname, world), run_, round,
                       ExtraEnv(round > driver_->round()), {}};
   if (run_.per_host) PlaceOnNetwork(slot, world, &request.run);
-  if (auto through = grant_.start_through.find(slot.hostname); through != grant_.start_through.end()) {
+  // The facts of the hosts the driver plans with are its grant's own (HostGrant: one value).
+  const discovery::HostGrant& grant = driver_->grant();
+  if (auto through = grant.start_through.find(slot.hostname); through != grant.start_through.end()) {
     request.remote_shell = through->second;
   }
   // The slot's facts from its source (a pool's slot name and GPU) and the GPUs the rank sees:
   // with --gpus-per-rank the RankLauncher sets them; else ranks permuted on this host (rank 0
   // kept with the state) must find their slot's own GPU at hvd.local_rank().
-  auto facts = grant_.slots.find(slot.hostname);
+  auto facts = grant.slots.find(slot.hostname);
   const discovery::SlotFacts* own = nullptr;
   std::vector<std::string> lent;
-  if (facts != grant_.slots.end() && slot.local_rank >= 0 && static_cast<size_t>(slot.local_rank) < facts->second.size()) {
+  if (facts != grant.slots.end() && slot.local_rank >= 0 && static_cast<size_t>(slot.local_rank) < facts->second.size()) {
     own = &facts->second[slot.local_rank];
     request.extra_env.insert(request.extra_env.end(), own->env.begin(), own->env.end());
     for (const discovery::SlotFacts& f : facts->second) lent.push_back(f.device);

@@ -125,9 +125,6 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   std::unique_ptr<discovery::HostSource> fixed_hosts_;  // when the runtime has no source
   discovery::HostSource* source_ = nullptr;              // where the job's hosts come from
   discovery::HostSourceTraits traits_;
-  // The last good grant, as the source gave it: each slot's facts (a source that lends slots
-  // keeps a local rank's facts until it names that place again) and HostGrant::start_through.
-  discovery::HostGrant grant_;
   bool polling_ = false;            // a discovery run is under way
   uint64_t poll_wait_ = 0;          // the latest wait for the next run
   std::unique_ptr<Timer> poll_timer_;

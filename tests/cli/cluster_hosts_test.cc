@@ -27,7 +27,7 @@ TEST_CASE("inside an allocation a job takes its nodes, its slots as -np, and sru
   CHECK(c.cluster_job == "7");
   CHECK(c.cluster == &slurm::kKind);
   CHECK(c.host_list == std::vector<discovery::HostSlots>{{"h1", 2}, {"h2", 2}});
-  CHECK(c.hosts == "h1:2,h2:2");
+  CHECK(discovery::FormatHosts(c.host_list) == "h1:2,h2:2");
   CHECK(c.num_proc == 4);
   CHECK(c.remote_shell == slurm::SrunTemplate("7"));
   CHECK(c.remote_shell ==

@@ -72,7 +72,7 @@ TEST_CASE("a plain launch fills np and the command and keeps every default") {
   CHECK_FALSE(c.min_np);
   CHECK_FALSE(c.max_np);
   CHECK_FALSE(c.slots_per_host);
-  CHECK(c.hosts == "");
+  CHECK(c.hosts_flag == "");
   CHECK(c.host_list.empty());
   CHECK(c.host_list_error == "");
   CHECK_FALSE(c.elastic_timeout_s);
@@ -124,7 +124,7 @@ TEST_CASE("launch flags land in their JobConfig fields") {
                                "2.5",
                                "--timestamp-format",
                                "iso"});
-  CHECK(c.hosts == "a:2,b:2");
+  CHECK(c.hosts_flag == "a:2,b:2");
   CHECK(c.host_list == Hosts{{"a", 2}, {"b", 2}});
   CHECK(c.max_np == 4);
   CHECK(c.slots_per_host == 2);
@@ -314,7 +314,7 @@ TEST_CASE("-H and --hostfile arrive as a host list, the file read once while par
   const JobConfig h = ParseOk({"-H", "a:2, b:0"});
   CHECK(h.host_list == Hosts{{"a", 2}, {"b", 0}});
   CHECK(h.host_list_error == "");
-  CHECK(h.hosts == "a:2, b:0");  // as given: mpirun gets it verbatim
+  CHECK(h.hosts_flag == "a:2, b:0");  // as given: mpirun gets it verbatim
   char dir_template[] = "/tmp/etrun_flags_test_XXXXXX";
   const std::string path = std::string(mkdtemp(dir_template)) + "/hosts";
   std::ofstream(path) << "# two hosts\nw-0 slots=4\nw-1\n";
@@ -323,7 +323,7 @@ TEST_CASE("-H and --hostfile arrive as a host list, the file read once while par
   rmdir(path.substr(0, path.rfind('/')).c_str());
   CHECK(f.host_list == Hosts{{"w-0", 4}, {"w-1", 1}});
   CHECK(f.host_list_error == "");
-  CHECK(f.hosts == "");
+  CHECK(f.hosts_flag == "");
   Hosts hosts;
   std::string err;
   REQUIRE(JobHosts(f, &hosts, &err));
@@ -750,7 +750,7 @@ TEST_CASE("a failed parse leaves the config alone") {
       ParseArgs({"etrun", "-np", "2", "-H", "a:1", "--min-np", "3", "x"}, &config);
   CHECK(outcome.exit_code == 2);
   CHECK(config.num_proc == 7);
-  CHECK(config.hosts == "");
+  CHECK(config.hosts_flag == "");
   CHECK(config.command == Strings{"keep"});
 }
 

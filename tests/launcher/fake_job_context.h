@@ -76,7 +76,7 @@ class FakeJobContext : public JobContext {
 
   // -H `text` as the CLI fills it: the raw text, the parsed list or the error it keeps.
   void SetHosts(const std::string& text) {
-    job.hosts = text;
+    job.hosts_flag = text;
     job.host_list.clear();
     job.host_list_error.clear();
     if (!discovery::ParseHostsFlag(text, &job.host_list, &job.host_list_error)) job.host_list.clear();

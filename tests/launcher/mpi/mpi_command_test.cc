@@ -41,7 +41,7 @@ Strings Build(const JobConfig& config, const MpiJob& job) {
 JobConfig SpecConfig() {
   JobConfig c;
   c.num_proc = 4;
-  c.hosts = "h1:2,h2:2";
+  c.hosts_flag = "h1:2,h2:2";
   c.tunables.log_level = "INFO";
   c.network_interfaces = {"eth0"};
   c.command = {"python", "train.py", "--arg", "a b"};
