@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -74,6 +75,9 @@ class JobContext {
   virtual void StopAll(const std::string& why) = 0;
   // The ranks not yet finished (for status).
   virtual std::vector<RankSet::Running> Unfinished() const = 0;
+  // The rank table by slot (RankSet::slots): every slot with ranks the policy has not yet been
+  // handed by OnRankFinished, and their ids, oldest first. A policy keeps no table of its own.
+  virtual const std::map<RankSet::Slot, std::vector<int>>& RankSlots() const = 0;
 
   // Output: the console's settings (ranks copy them), a new destination for `fd` (taken over
   // when `owned`), text written to a destination as it is.

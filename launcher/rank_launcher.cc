@@ -154,7 +154,7 @@ bool RankLauncher::Start(const RankRequest& request, int* id, std::string* err) 
     output.file_err = sink_->AddDestination(err_fd, true, label + "/stderr");
   }
   access_->Admit(hosts_->Lookup(slot.hostname).ipv4);  // its workers may use the server now
-  if (!ranks_->Start(slot.rank, slot.hostname, spec, output, err, id)) {
+  if (!ranks_->Start(slot.rank, slot.hostname, slot.local_rank, spec, output, err, id)) {
     *err = "rank " + std::to_string(slot.rank) + " on " + slot.hostname + ": " + *err;
     return false;
   }

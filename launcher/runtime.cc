@@ -215,7 +215,7 @@ bool Runtime::StartRank(const RankRequest& request, int* id, std::string* err) {
 bool Runtime::StartProcess(int label, const std::string& host, const LaunchSpec& spec,
                            const RankOutput& output, int* id, std::string* err) {
   ranks_->ClearStartErrno();
-  bool ok = ranks_->Start(label, host, spec, output, err, id);
+  bool ok = ranks_->Start(label, host, -1, spec, output, err, id);
   start_errno_ = ok ? 0 : ranks_->start_errno();
   return ok;
 }

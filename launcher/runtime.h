@@ -87,6 +87,7 @@ class Runtime : public JobContext {
   void SignalAll(int sig) override;
   void StopAll(const std::string& why) override;
   std::vector<RankSet::Running> Unfinished() const override;
+  const std::map<RankSet::Slot, std::vector<int>>& RankSlots() const override { return ranks_->slots(); }
   const RankOutput& console() const override { return console_; }
   int AddOutput(int fd, bool owned, const std::string& label) override;
   void Write(int destination, std::string_view text) override;

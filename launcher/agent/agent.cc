@@ -261,7 +261,7 @@ class Agent {
     };
     std::string err;
     int set_id = -1;
-    if (!ranks_->Start(static_cast<int>(id), options_.host, spec, output, &err, &set_id)) {
+    if (!ranks_->Start(static_cast<int>(id), options_.host, -1, spec, output, &err, &set_id)) {
       return Refuse(id, err, kExitCommandNotFound);
     }
     ids_[id] = set_id;

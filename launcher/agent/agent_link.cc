@@ -73,11 +73,10 @@ void AgentLink::Fail(const std::string& why) { Lose(why); }
 
 void AgentLink::StartRank(int id, const std::string& command, const GpuShare& gpus) {
   if (state_ == State::kLost || state_ == State::kClosed) {
-    events_->OnRemoteOutput(id, true, lost_line_);
-    events_->OnRemoteExit(id, ExitStatus::Exited(kHostLost));
+    events_->OnRemoteOutput(this, id, true, lost_line_);
+    events_->OnRemoteExit(this, id, ExitStatus::Exited(kHostLost));
     return;
   }
-  live_.insert(id);
   std::string frame;
   if (gpus.enabled()) AppendFrame(&frame, kGpus, static_cast<uint32_t>(id), GpuShareText(gpus));
   AppendFrame(&frame, kStart, static_cast<uint32_t>(id), command);
@@ -85,7 +84,7 @@ void AgentLink::StartRank(int id, const std::string& command, const GpuShare& gp
 }
 
 void AgentLink::SignalRank(int id, int sig) {
-  if (live_.count(id) == 0) return;
+  if (state_ == State::kLost || state_ == State::kClosed) return;
   std::string frame;
   AppendFrame(&frame, kSignal, static_cast<uint32_t>(id), std::to_string(sig));
   Send(std::move(frame));
@@ -222,13 +221,12 @@ void AgentLink::OnFrame(Frame& f) {
   switch (f.op) {
     case kStdout:
     case kStderr:
-      if (live_.count(id) != 0 && !events_->OnRemoteOutput(id, f.op == kStderr, f.data)) paused_ = true;
+      if (!events_->OnRemoteOutput(this, id, f.op == kStderr, f.data)) paused_ = true;
       return;
     case kExit: {
       ExitStatus status;
-      if (live_.erase(id) == 0) return;
       if (!ParseExitText(f.data, &status)) status = ExitStatus::Exited(kHostLost);
-      events_->OnRemoteExit(id, status);
+      events_->OnRemoteExit(this, id, status);
       return;
     }
     case kFacts:
@@ -370,12 +368,7 @@ void AgentLink::Lose(const std::string& why, bool whole_line) {
     ReapLater(0);
   }
   // One line per host, not per rank: its first rank says why; every rank exits 255.
-  std::set<int> live;
-  live.swap(live_);
-  for (int id : live) {
-    if (id == *live.begin()) events_->OnRemoteOutput(id, true, lost_line_);
-    events_->OnRemoteExit(id, ExitStatus::Exited(kHostLost));
-  }
+  events_->OnHostLost(this, lost_line_, ExitStatus::Exited(kHostLost));
 }
 
 void AgentLink::CloseStreams() {

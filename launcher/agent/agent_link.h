@@ -21,7 +21,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
@@ -157,7 +156,6 @@ class AgentLink : public RankHost {
   std::string why_;           // why it was lost
   std::string lost_line_;     // and the line each of its ranks says it with
   std::chrono::steady_clock::time_point lost_at_;
-  std::set<int> live_;        // ranks started and not yet exited
   std::string facts_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

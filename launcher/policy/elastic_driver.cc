@@ -142,17 +142,18 @@ void ElasticDriver::BeginRestart(const std::string& why) {
                                   std::to_string(*options_.reset_limit) + " (--reset-limit)" +
                                   EarlierFailure("; first failure: "));
   }
-  spdlog::info("restarting all {} workers: {}", live_.size(), why);
+  std::vector<SlotKey> running = workers_->RunningSlots();
+  spdlog::info("restarting all {} workers: {}", running.size(), why);
   restart_reason_ = why;
   NoteResetBegin(why);
   phase_ = Phase::kRestarting;
   records_.clear();
-  for (auto& [key, live] : live_) Drain(key);
+  for (const SlotKey& key : running) Drain(key);
   MaybeRestart();
 }
 
 void ElasticDriver::MaybeRestart() {
-  if (phase_ != Phase::kRestarting || !live_.empty()) return;
+  if (phase_ != Phase::kRestarting || workers_->AnyRunning()) return;
   ++resets_;
   Emit(events::kReset, {{field::kResets, resets_}, {field::kReason, restart_reason_}});
   if (hosts_->AvailableSlots() >= options_.min_np) return Activate();
@@ -191,10 +192,7 @@ void ElasticDriver::Activate() {
   }
   if (launched_ && !options_.restart_all) {
     bool survivor = false;
-    for (const rendezvous::SlotInfo& s : plan) {
-      auto it = live_.find({s.hostname, s.local_rank});
-      survivor = survivor || (it != live_.end() && !it->second.draining);
-    }
+    for (const rendezvous::SlotInfo& s : plan) survivor = survivor || HoldsState({s.hostname, s.local_rank});
     if (!survivor) {
       return Stop(EndingCode(), "no worker of the previous round is left to carry the training state" +
                                     (last_failure_.empty() ? std::string() : " (" + last_failure_ + ")"));
@@ -235,15 +233,13 @@ void ElasticDriver::Activate() {
   for (size_t i = 0; i < assignment_.size(); ++i) {
     const rendezvous::SlotInfo& s = assignment_[i];
     SlotKey key{s.hostname, s.local_rank};
-    if (auto it = live_.find(key); it != live_.end()) {
+    if (workers_->Running(key)) {
       // A replaced (or drained) process still exiting: its slot starts afresh once it is gone.
-      if (it->second.draining) start_when_gone_.insert(key);
+      if (draining_.count(key)) start_when_gone_.insert(key);
       continue;
     }
-    live_[key] = Live{s.rank, false};
     Shortage shortage;
     if (!workers_->Start(s, round_, assignment_, &shortage)) {
-      live_.erase(key);
       return ShortageWhileOpening(key, static_cast<int>(i), shortage, fresh);
     }
     fresh.push_back(key);
@@ -353,7 +349,7 @@ void ElasticDriver::Decide(TimePoint now) {
     if (hosts_->IsBlacklisted(key.first)) continue;
     spdlog::warn("blacklisting host {} after {} failed", key.first, Describe(key));
     BlacklistHost(key.first, "worker " + Describe(key) + " failed", now);
-    for (auto& [other, live] : live_) {
+    for (const SlotKey& other : workers_->RunningSlots()) {
       if (other.first == key.first) Drain(other, /*removed=*/true);
     }
   }
@@ -425,10 +421,7 @@ void ElasticDriver::ShortageWhileOpening(const SlotKey& key, int runnable,
 }
 
 void ElasticDriver::MaybeReopen() {
-  if (phase_ != Phase::kReplanning) return;
-  for (const auto& [key, live] : live_) {
-    if (live.draining) return;
-  }
+  if (phase_ != Phase::kReplanning || !draining_.empty()) return;
   Activate();
 }
 
@@ -454,20 +447,16 @@ void ElasticDriver::ShortageInRound(const SlotKey& key, const Shortage& shortage
 
 void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoint now) {
   now_ = now;
-  auto it = live_.find(key);
-  bool draining = it != live_.end() && it->second.draining;
-  if (it != live_.end()) live_.erase(it);
+  // Its process is gone from the rank table; what the driver decided about it goes too.
+  bool draining = draining_.erase(key) != 0;
+  removed_.erase(key);
   waiting_.erase(key);
   if (draining) {
     spdlog::debug("worker {} drained ({})", Describe(key), status.Describe());
     if (start_when_gone_.erase(key) && phase_ == Phase::kRunning) {
       if (std::optional<rendezvous::SlotInfo> slot = SlotOf(key)) {
-        live_[key] = Live{slot->rank, false};
         Shortage shortage;  // it joins the round its env names
-        if (!workers_->Start(*slot, round_, assignment_, &shortage)) {
-          live_.erase(key);
-          ShortageInRound(key, shortage, now);
-        }
+        if (!workers_->Start(*slot, round_, assignment_, &shortage)) ShortageInRound(key, shortage, now);
       }
     }
     MaybeRestart();
@@ -536,16 +525,12 @@ std::string ElasticDriver::state() const {
 }
 
 std::string ElasticDriver::WorkerState(const SlotKey& slot) const {
-  auto it = live_.find(slot);
-  if (it == live_.end() || !it->second.draining) return "running";
-  return it->second.removed ? "draining" : "stopping";
+  if (!draining_.count(slot)) return "running";
+  return removed_.count(slot) ? "draining" : "stopping";
 }
 
 std::string ElasticDriver::ExitReasonFor(const SlotKey& slot, const ExitStatus& status) const {
-  auto it = live_.find(slot);
-  bool draining = it != live_.end() && it->second.draining;
-  bool removed = it != live_.end() && it->second.removed;
-  return events::ExitReason(status, draining, removed);
+  return events::ExitReason(status, draining_.count(slot) != 0, removed_.count(slot) != 0);
 }
 
 void ElasticDriver::OnTick(TimePoint now) {
@@ -611,7 +596,7 @@ bool ElasticDriver::MaybeStartAhead(const std::vector<rendezvous::SlotInfo>& pla
   StartAhead ahead{plan, {}, now + options_.start_timeout};
   for (const rendezvous::SlotInfo& s : plan) {
     SlotKey key{s.hostname, s.local_rank};
-    if (SlotOf(key) || live_.count(key)) continue;
+    if (SlotOf(key) || workers_->Running(key)) continue;
     ahead.waiting.insert(key);
   }
   if (ahead.waiting.empty()) return false;
@@ -622,10 +607,8 @@ bool ElasticDriver::MaybeStartAhead(const std::vector<rendezvous::SlotInfo>& pla
   for (const rendezvous::SlotInfo& s : next) {
     SlotKey key{s.hostname, s.local_rank};
     if (!ahead_->waiting.count(key)) continue;
-    live_[key] = Live{s.rank, false};
     Shortage shortage;
     if (!workers_->Start(s, round_ + 1, next, &shortage)) {
-      live_.erase(key);
       ahead_->waiting.erase(key);
       ShortageAhead(key, shortage);
       break;
@@ -688,8 +671,7 @@ void ElasticDriver::MaybeReplaceStuck(TimePoint now) {
   std::vector<SlotKey> stuck;
   for (const rendezvous::SlotInfo& s : assignment_) {
     SlotKey key{s.hostname, s.local_rank};
-    auto it = live_.find(key);
-    if (records_.count(key) || it == live_.end() || it->second.draining) continue;
+    if (records_.count(key) || !workers_->Running(key) || draining_.count(key)) continue;
     stuck.push_back(key);
   }
   if (stuck.empty()) return;
@@ -704,10 +686,7 @@ void ElasticDriver::MaybeReplaceStuck(TimePoint now) {
 }
 
 void ElasticDriver::KeepStateOnRankZero(std::vector<rendezvous::SlotInfo>* plan) const {
-  auto holds_state = [this](const rendezvous::SlotInfo& s) {
-    auto it = live_.find({s.hostname, s.local_rank});
-    return it != live_.end() && !it->second.draining;
-  };
+  auto holds_state = [this](const rendezvous::SlotInfo& s) { return HoldsState({s.hostname, s.local_rank}); };
   if (plan->empty() || holds_state(plan->front())) return;
   for (size_t i = 1; i < plan->size(); ++i) {
     if (!holds_state((*plan)[i])) continue;
@@ -741,20 +720,22 @@ void ElasticDriver::Stop(int exit_code, std::string summary) {
   auto waiting = std::move(waiting_);
   waiting_.clear();
   for (auto& [key, reply] : waiting) reply(std::nullopt);
-  for (auto& [key, live] : live_) Drain(key);
+  for (const SlotKey& key : workers_->RunningSlots()) Drain(key);
   MaybeFinish();
 }
 
 void ElasticDriver::Drain(const SlotKey& key, bool removed) {
-  auto it = live_.find(key);
-  if (it == live_.end() || it->second.draining) return;
-  it->second.draining = true;
-  it->second.removed = removed;
+  if (!workers_->Running(key) || !draining_.insert(key).second) return;
+  if (removed) removed_.insert(key);
   workers_->Stop(key);
 }
 
+bool ElasticDriver::HoldsState(const SlotKey& key) const {
+  return workers_->Running(key) && !draining_.count(key);
+}
+
 void ElasticDriver::MaybeFinish() {
-  if (phase_ == Phase::kStopping && live_.empty()) phase_ = Phase::kDone;
+  if (phase_ == Phase::kStopping && !workers_->AnyRunning()) phase_ = Phase::kDone;
 }
 
 }  // namespace etrun::launcher

@@ -102,6 +102,13 @@ class WorkerControl {
                      const std::vector<rendezvous::SlotInfo>& world, Shortage* shortage) = 0;
   // SIGTERM now, SIGKILL after the grace period. The exit still arrives through OnWorkerExit.
   virtual void Stop(const SlotKey& slot) = 0;
+  // The rank table, as its owner sees it (RankSet, through the policy): whether `slot` has a
+  // process that Start started and whose exit has not yet been given to OnWorkerExit (a start
+  // that failed otherwise than for a shortage counts until its exit comes); every such slot, in
+  // slot order; whether there is any. The driver keeps no list of its own.
+  virtual bool Running(const SlotKey& slot) const = 0;
+  virtual std::vector<SlotKey> RunningSlots() const = 0;
+  virtual bool AnyRunning() const = 0;
 };
 
 // Reaches workers' notification services. Real: rendezvous::Notifier.
@@ -188,11 +195,6 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   // kReplaced: stuck in a collective after a peer's failure; stopped, started afresh.
   // kNotStarted: its process could not be started again for lack of etrun's resources.
   enum class Record { kReady, kSuccess, kFailure, kReplaced, kNotStarted };
-  struct Live {
-    int launch_rank = 0;  // the rank its output is labelled with
-    bool draining = false;
-    bool removed = false;  // drained because its slot or host left the job
-  };
 
   bool ComputeAssignment(std::vector<rendezvous::SlotInfo>* plan, std::string* err) const;
   void ApplyHosts(std::vector<discovery::HostSlots> parsed, TimePoint now);
@@ -223,6 +225,8 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   std::string EarlierFailure(const std::string& lead) const;  // "" when it is the last one
   // Stops a live worker whose exit no longer counts (removed, blacklisted, stopping).
   void Drain(const SlotKey& key, bool removed = false);
+  // Whether `key` runs a process that is not being stopped: it holds the training state.
+  bool HoldsState(const SlotKey& key) const;
   void BlacklistHost(const std::string& host, const std::string& reason, TimePoint now);
   void Emit(std::string_view event, nlohmann::json fields = nlohmann::json::object());
   void MaybeFinish();
@@ -276,8 +280,10 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   };
   std::optional<StartAhead> ahead_;
   std::map<SlotKey, std::function<void(std::optional<rendezvous::SlotInfo>)>> waiting_;
-  std::map<SlotKey, Live> live_;             // processes not yet exited
-  int next_launch_rank_ = 0;
+  // Which slots run a process is the rank table's (WorkerControl::Running): the driver keeps
+  // only what it decided about those processes, until their exits.
+  std::set<SlotKey> draining_;               // stopped: their exits count for nothing
+  std::set<SlotKey> removed_;                // of those, drained because the slot or host left
   int pending_flags_ = 0;                    // a host change not yet delivered to rank 0
   bool notify_in_flight_ = false;
   std::string first_failure_;

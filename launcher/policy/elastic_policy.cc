@@ -248,7 +248,7 @@ void ElasticPolicy::Poll() {
   JobContext* context = context_;
   size_t most = ResolvedAhead();
   std::map<std::string, std::vector<int>> live;  // every process not yet reaped holds its slot
-  for (const auto& [id, key] : slots_) live[key.first].push_back(key.second);
+  for (const auto& [slot, ids] : context_->RankSlots()) live[slot.first].push_back(slot.second);
   source_->ReportLive(std::move(live));
   polling_ = true;
   // Posted from the source's thread (Post is thread-safe).
@@ -322,10 +322,8 @@ void ElasticPolicy::Tick() {
 }
 
 void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
-  auto it = slots_.find(f.id);
-  if (it == slots_.end()) return;
-  SlotKey key = it->second;
-  slots_.erase(it);
+  if (f.local_rank < 0) return;  // every process of an elastic job is a slot's
+  SlotKey key{f.host, f.local_rank};
   kill_timers_.erase(f.id);
   if (unstarted_.erase(f.id) != 0) {  // never a worker: the driver heard of it as a shortage
     nlohmann::json fields = events::ExitFields(f.status);
@@ -334,9 +332,6 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
                    {field::kReason, events::ExitReason(f.status, false, false)}});
     context_->events().Emit(events::kRankExited, std::move(fields));
     return;
-  }
-  if (auto current = ids_.find(key); current != ids_.end() && current->second == f.id) {
-    ids_.erase(current);
   }
   // A host whose SSH connection failed, or whose remote shell died, is unreachable.
   RemoteStarter* remote = context_->remote();
@@ -388,8 +383,8 @@ void ElasticPolicy::Fence(const std::string& host, bool lost) {
     for (uint32_t a : context_->host_directory().Lookup(host).ipv4) addresses.push_back(discovery::Ipv4Text(a));
   }
   std::set<std::string> survivors;
-  for (const auto& [id, key] : slots_) {
-    if (!lost || key.first != host) survivors.insert(key.first);
+  for (const auto& [slot, ids] : context_->RankSlots()) {
+    if (!lost || slot.first != host) survivors.insert(slot.first);
   }
   std::vector<std::string> fenced;
   std::vector<std::string> here_ips;
@@ -524,7 +519,6 @@ bool ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
     *shortage = ShortageOf(context_->start_errno());
     return false;
   }
-  slots_[id] = key;
   if (!context_->AwaitExecs(&err)) {  // it exits 127 and is reaped
     if (IsShortage(context_->start_errno())) {
       unstarted_.insert(id);
@@ -533,9 +527,41 @@ bool ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
     }
     spdlog::error("{}", err);
   }
-  ids_[key] = id;
-  ++starts_[key];
   return true;
+}
+
+// The rank table is the runtime's (JobContext::RankSlots): a slot runs a worker when it holds a
+// process that could start (not one of `unstarted_`), or while the exit of a start that failed is
+// on its way (`failing_`).
+int ElasticPolicy::WorkerIn(const SlotKey& key) const {
+  const auto& slots = context_->RankSlots();
+  auto it = slots.find(key);
+  if (it == slots.end()) return -1;
+  for (auto id = it->second.rbegin(); id != it->second.rend(); ++id) {
+    if (!unstarted_.count(*id)) return *id;
+  }
+  return -1;
+}
+
+bool ElasticPolicy::Running(const SlotKey& key) const {
+  return failing_.count(key) != 0 || WorkerIn(key) >= 0;
+}
+
+std::vector<SlotKey> ElasticPolicy::RunningSlots() const {
+  std::set<SlotKey> running(failing_.begin(), failing_.end());
+  for (const auto& [slot, ids] : context_->RankSlots()) {
+    if (unstarted_.empty() || WorkerIn(slot) >= 0) running.insert(slot);
+  }
+  return {running.begin(), running.end()};
+}
+
+bool ElasticPolicy::AnyRunning() const {
+  if (!failing_.empty()) return true;
+  if (unstarted_.empty()) return !context_->RankSlots().empty();
+  for (const auto& [slot, ids] : context_->RankSlots()) {
+    if (WorkerIn(slot) >= 0) return true;
+  }
+  return false;
 }
 
 // What etrun can afford is estimated from the processes it runs now (`running`): with files, each
@@ -544,7 +570,9 @@ bool ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
 // room for a discovery run (its shell and script); with memory, one rank's worth.
 Shortage ElasticPolicy::ShortageOf(int err_no) const {
   constexpr int kOwnFiles = 16;
-  int running = static_cast<int>(slots_.size() - unstarted_.size());
+  int processes = 0;
+  for (const auto& [slot, ids] : context_->RankSlots()) processes += static_cast<int>(ids.size());
+  int running = processes - static_cast<int>(unstarted_.size());
   int per_rank = FilesPerRank(context_->config());
   int files = (running * (per_rank - 1) - kOwnFiles) / per_rank;
   struct rlimit limit;
@@ -570,9 +598,11 @@ Shortage ElasticPolicy::ShortageOf(int err_no) const {
 // A slot's process cannot even start: reported like an exit with code 127, from the loop.
 void ElasticPolicy::FailStart(const SlotKey& key, const std::string& err) {
   spdlog::error("cannot start {}[{}]: {}", key.first, key.second, err);
+  failing_.insert(key);
   std::weak_ptr<bool> alive = alive_;
   context_->Post([this, alive, key] {
     if (!alive.lock()) return;
+    failing_.erase(key);
     driver_->OnWorkerExit(key, ExitStatus::Exited(kExitCommandNotFound), context_->Now());
     context_->CheckDone();
   });
@@ -600,9 +630,8 @@ std::vector<std::string> ElasticPolicy::ExtraEnv(bool ahead) const {
 }
 
 void ElasticPolicy::Stop(const SlotKey& key) {
-  auto it = ids_.find(key);
-  if (it == ids_.end()) return;
-  int id = it->second;
+  int id = WorkerIn(key);
+  if (id < 0) return;
   context_->Signal(id, SIGTERM);
   JobContext* context = context_;
   kill_timers_[id] = context_->After(context_->config().grace_period(),
@@ -627,18 +656,16 @@ nlohmann::json ElasticPolicy::Status() const {
   auto now = context_->Now();
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankSet::Running& r : context_->Unfinished()) {
-    auto slot = slots_.find(r.id);
-    if (slot == slots_.end()) continue;
-    const SlotKey& key = slot->second;
+    if (r.local_rank < 0) continue;
+    SlotKey key{r.host, r.local_rank};
     int current = -1;
     for (const rendezvous::SlotInfo& s : driver_->assignment()) {
       if (s.hostname == key.first && s.local_rank == key.second) current = s.rank;
     }
-    auto starts = starts_.find(key);
     ranks.push_back({{"rank", current}, {"label", r.rank}, {"host", r.host},
                      {"local_rank", key.second}, {"pid", events::PidField(r.pid)},
                      {"state", driver_->WorkerState(key)},
-                     {"restarts", starts == starts_.end() ? 0 : starts->second - 1},
+                     {"restarts", r.starts - 1},
                      {"uptime_s", std::chrono::duration<double>(now - r.started).count()}});
   }
   const HostOverrides& overrides = driver_->overrides();

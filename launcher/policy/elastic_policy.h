@@ -67,6 +67,11 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   bool Start(const rendezvous::SlotInfo& slot, int round,
              const std::vector<rendezvous::SlotInfo>& world, Shortage* shortage) override;
   void Stop(const SlotKey& slot) override;
+  bool Running(const SlotKey& slot) const override;
+  std::vector<SlotKey> RunningSlots() const override;
+  bool AnyRunning() const override;
+  // The newest process of `key` in the rank table that is a worker; -1: none.
+  int WorkerIn(const SlotKey& key) const;
   // CoordinatorNotifier, over rendezvous::Notifier.
   void Register(const rendezvous::WorkerRegistration& registration,
                 std::function<void(bool, std::string)> done) override;
@@ -130,10 +135,10 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   std::unique_ptr<Timer> poll_timer_;
   std::unique_ptr<Timer> tick_timer_;
   std::map<int, std::unique_ptr<Timer>> kill_timers_;  // RankSet id -> SIGKILL after the grace
-  std::map<SlotKey, int> ids_;     // slot -> its current process (RankSet id)
-  std::map<int, SlotKey> slots_;   // RankSet id -> slot, for unfinished processes
-  std::map<SlotKey, int> starts_;  // processes started per slot
+  // Which process runs in which slot is the rank table's (JobContext::RankSlots); of its
+  // processes the policy keeps only what it alone knows:
   std::set<int> unstarted_;        // RankSet ids that could not exec for a shortage: not workers
+  std::set<SlotKey> failing_;      // slots whose start failed, their exit (127) posted
   std::optional<int> supervisable_;  // without --max-np: SupervisableRanks
   bool warned_supervisable_ = false;
   bool command_checked_ = false;   // on this machine, once a grant first offered it

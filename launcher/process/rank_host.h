@@ -14,15 +14,22 @@
 
 namespace etrun::launcher {
 
-// What a host's agent reports of its ranks (RankSet implements it). Loop thread only.
+class RankHost;
+
+// What a host's agent reports of its ranks (RankSet implements it). Which ranks a host runs is
+// RankSet's to know (its rank table): reports of a rank that `from` does not run, or that ended,
+// are dropped. Loop thread only.
 class RankHostEvents {
  public:
   virtual ~RankHostEvents() = default;
   // Output of the rank with RankSet id `id`, as read there. Returns false when the caller should
   // stop reading until RankHost::Resume (the console is congested).
-  virtual bool OnRemoteOutput(int id, bool is_stderr, std::string_view data) = 0;
-  // The rank ended (its output is complete): its status there, or 255 when its host was lost.
-  virtual void OnRemoteExit(int id, const ExitStatus& status) = 0;
+  virtual bool OnRemoteOutput(RankHost* from, int id, bool is_stderr, std::string_view data) = 0;
+  // The rank ended (its output is complete): its status there.
+  virtual void OnRemoteExit(RankHost* from, int id, const ExitStatus& status) = 0;
+  // `from` is gone (lost, or its stream closed): every rank it still runs ends with `status`,
+  // the first of them (the oldest) saying `line` on its stderr, so a host's loss is one line.
+  virtual void OnHostLost(RankHost* from, std::string_view line, const ExitStatus& status) = 0;
 };
 
 // A remote host's agent, as RankSet sees it. Loop thread only.

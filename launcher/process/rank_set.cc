@@ -47,6 +47,7 @@ struct RankSet::Rank {
   int id = 0;
   int rank = 0;
   std::string host;
+  int local_rank = -1;  // its slot on `host`; -1: none (mpirun, an agent's own ranks)
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   SpawnedProcess process;
   bool supervisor = false;
@@ -89,23 +90,20 @@ RankSet::~RankSet() {
   }
 }
 
-bool RankSet::Start(int rank, const std::string& host, const LaunchSpec& spec,
+bool RankSet::Start(int rank, const std::string& host, int local_rank, const LaunchSpec& spec,
                     const RankOutput& output, std::string* err, int* id) {
   if (spec.remote_host != nullptr) {
     auto r = std::make_unique<Rank>(io_);
     r->rank = rank;
     r->host = host;
+    r->local_rank = local_rank;
     r->remote = spec.remote_host;
     r->out = std::make_unique<Stream>(io_, -1, rank, false, output);
     r->err = std::make_unique<Stream>(io_, -1, rank, true, output);
     r->out->owner = r.get();
     r->err->owner = r.get();
-    r->id = next_id_++;
-    if (id != nullptr) *id = r->id;
     RankHost* remote = r->remote;
-    int rank_id = r->id;
-    ranks_.emplace(r->id, std::move(r));
-    ++active_;
+    int rank_id = Adopt(std::move(r), id);
     remote->StartRank(rank_id, spec.remote_command, spec.remote_gpus);  // a host already lost reports it at once
     return true;
   }
@@ -119,6 +117,7 @@ bool RankSet::Start(int rank, const std::string& host, const LaunchSpec& spec,
   auto r = std::make_unique<Rank>(io_);
   r->rank = rank;
   r->host = host;
+  r->local_rank = local_rank;
   r->process = process;
   r->supervisor = spec.supervisor;
   r->out = std::make_unique<Stream>(io_, process.stdout_fd, rank, false, output);
@@ -127,12 +126,22 @@ bool RankSet::Start(int rank, const std::string& host, const LaunchSpec& spec,
   r->err->owner = r.get();
   Arm(r->out.get());
   Arm(r->err.get());
+  unawaited_.push_back(Adopt(std::move(r), id));
+  return true;
+}
+
+int RankSet::Adopt(std::unique_ptr<Rank> r, int* id) {
   r->id = next_id_++;
   if (id != nullptr) *id = r->id;
-  unawaited_.push_back(r->id);
-  ranks_.emplace(r->id, std::move(r));
+  if (r->local_rank >= 0) {
+    Slot slot{r->host, r->local_rank};
+    slots_[slot].push_back(r->id);
+    ++starts_[slot];
+  }
+  int adopted = r->id;
+  ranks_.emplace(adopted, std::move(r));
   ++active_;
-  return true;
+  return adopted;
 }
 
 bool RankSet::AwaitExecs(std::string* err) {
@@ -188,9 +197,11 @@ void RankSet::Emit(Stream* s, std::string_view data) {
   if (s->file >= 0) sink_->Append(s->file, data);
 }
 
-bool RankSet::OnRemoteOutput(int id, bool is_stderr, std::string_view data) {
+bool RankSet::OnRemoteOutput(RankHost* from, int id, bool is_stderr, std::string_view data) {
   auto it = ranks_.find(id);
-  if (it == ranks_.end() || it->second->remote == nullptr) return true;
+  if (it == ranks_.end() || from == nullptr || it->second->remote != from || it->second->exited) {
+    return true;
+  }
   Rank* r = it->second.get();
   Stream* s = is_stderr ? r->err.get() : r->out.get();
   if (s->open) Emit(s, data);
@@ -201,9 +212,20 @@ bool RankSet::OnRemoteOutput(int id, bool is_stderr, std::string_view data) {
   return false;
 }
 
-void RankSet::OnRemoteExit(int id, const ExitStatus& status) {
+void RankSet::OnHostLost(RankHost* from, std::string_view line, const ExitStatus& status) {
+  std::vector<int> ids;  // oldest first (ranks_ is ordered by id)
+  for (const auto& [id, r] : ranks_) {
+    if (r->remote == from && !r->exited) ids.push_back(id);
+  }
+  for (int id : ids) {
+    if (id == ids.front()) OnRemoteOutput(from, id, true, line);
+    OnRemoteExit(from, id, status);
+  }
+}
+
+void RankSet::OnRemoteExit(RankHost* from, int id, const ExitStatus& status) {
   auto it = ranks_.find(id);
-  if (it == ranks_.end() || it->second->remote == nullptr || it->second->exited) return;
+  if (it == ranks_.end() || from == nullptr || it->second->remote != from || it->second->exited) return;
   Rank* r = it->second.get();
   r->exited = true;
   r->status = status;
@@ -295,7 +317,7 @@ void RankSet::MaybeFinish(Rank* r) {
   asio::post(*io_, [this, alive, id = r->id] {
     if (alive.lock()) Forget(id);
   });
-  finished_.push_back({r->id, r->rank, r->host, r->process.pid, r->status});
+  finished_.push_back({r->id, r->rank, r->host, r->process.pid, r->status, r->local_rank});
   if (finished_.size() == 1 && on_finished_) {
     asio::post(*io_, [this, alive] {
       if (alive.lock() && on_finished_) on_finished_();
@@ -308,7 +330,20 @@ bool RankSet::NextFinished(Finished* finished) {
   *finished = std::move(finished_.front());
   finished_.pop_front();
   --active_;
+  if (finished->local_rank >= 0) {
+    // Handed out: its owner knows it ended, so its slot no longer holds it.
+    auto slot = slots_.find({finished->host, finished->local_rank});
+    if (slot != slots_.end()) {
+      std::erase(slot->second, finished->id);
+      if (slot->second.empty()) slots_.erase(slot);
+    }
+  }
   return true;
+}
+
+int RankSet::starts(const std::string& host, int local_rank) const {
+  auto it = starts_.find({host, local_rank});
+  return it == starts_.end() ? 0 : it->second;
 }
 
 void RankSet::Forget(int id) { ranks_.erase(id); }
@@ -326,7 +361,10 @@ pid_t RankSet::pid(int id) const {
 std::vector<RankSet::Running> RankSet::Unfinished() const {
   std::vector<Running> out;
   for (const auto& [id, r] : ranks_) {
-    if (!r->finished) out.push_back({r->id, r->rank, r->host, r->process.pid, r->started});
+    if (!r->finished) {
+      out.push_back({r->id, r->rank, r->host, r->process.pid, r->started, r->local_rank,
+                     r->local_rank >= 0 ? starts(r->host, r->local_rank) : 1});
+    }
   }
   return out;
 }

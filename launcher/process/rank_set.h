@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -71,7 +72,10 @@ class RankSet : public RankHostEvents {
     std::string host;
     pid_t pid;
     ExitStatus status;
+    int local_rank = -1;  // its slot on `host`, as started; -1: none
   };
+  // A slot of the job: (host, local rank).
+  using Slot = std::pair<std::string, int>;
 
   // `guardian` may be null. `drain_grace` bounds how long output pipes may stay open after a
   // rank's process exited (held by its children) before its group is killed.
@@ -81,11 +85,12 @@ class RankSet : public RankHostEvents {
   RankSet(const RankSet&) = delete;
   RankSet& operator=(const RankSet&) = delete;
 
-  // Starts one rank; `rank` labels its output. Returns false and sets *err if it could not be
-  // started (nothing of it is left running). *id (if given) identifies this process from now on;
-  // ids are never reused.
-  bool Start(int rank, const std::string& host, const LaunchSpec& spec, const RankOutput& output,
-             std::string* err, int* id = nullptr);
+  // Starts one rank on `host` in its slot `local_rank` (-1: a process of no slot, as mpirun);
+  // `rank` labels its output. Returns false and sets *err if it could not be started (nothing of
+  // it is left running). *id (if given) identifies this process from now on; ids are never
+  // reused.
+  bool Start(int rank, const std::string& host, int local_rank, const LaunchSpec& spec,
+             const RankOutput& output, std::string* err, int* id = nullptr);
 
   // Waits for every rank started since the last call to have exec'd (Spawner::AwaitStart).
   // Returns false and sets *err (naming the rank) for the first that could not; that rank exits
@@ -120,12 +125,23 @@ class RankSet : public RankHostEvents {
     std::string host;
     pid_t pid;
     std::chrono::steady_clock::time_point started;
+    int local_rank = -1;
+    int starts = 1;  // processes started in its slot so far, this one included
   };
   std::vector<Running> Unfinished() const;
 
+  // The job's rank table by slot: every slot with ranks its owner has not yet been handed by
+  // NextFinished, and their ids, oldest first (a slot's rank still exiting beside its next is
+  // rare: a policy starts a slot again once it heard of the end). Policies ask this; they keep
+  // no table of their own.
+  const std::map<Slot, std::vector<int>>& slots() const { return slots_; }
+  // Processes ever started in a slot (0: none).
+  int starts(const std::string& host, int local_rank) const;
+
   // RankHostEvents: a remote rank's output and end, from its host's agent.
-  bool OnRemoteOutput(int id, bool is_stderr, std::string_view data) override;
-  void OnRemoteExit(int id, const ExitStatus& status) override;
+  bool OnRemoteOutput(RankHost* from, int id, bool is_stderr, std::string_view data) override;
+  void OnRemoteExit(RankHost* from, int id, const ExitStatus& status) override;
+  void OnHostLost(RankHost* from, std::string_view line, const ExitStatus& status) override;
 
   // Takes the next finished rank, in finishing order. Returns false when none is queued.
   bool NextFinished(Finished* finished);
@@ -146,6 +162,8 @@ class RankSet : public RankHostEvents {
   void OnDrainTimer(Rank* rank, int stage);
   void MaybeFinish(Rank* rank);
   void Forget(int id);
+  // Takes a started rank into the table: its id (also *id, if given), its slot.
+  int Adopt(std::unique_ptr<Rank> r, int* id);
   void Kill(const Rank& rank, int sig) const;
 
   boost::asio::io_context* io_;
@@ -154,6 +172,8 @@ class RankSet : public RankHostEvents {
   Guardian* guardian_;
   std::chrono::milliseconds drain_grace_;
   std::map<int, std::unique_ptr<Rank>> ranks_;  // unfinished ranks (and just-finished ones)
+  std::map<Slot, std::vector<int>> slots_;        // by slot: ranks not yet handed out
+  std::map<Slot, int> starts_;                    // by slot: processes ever started
   int next_id_ = 0;
   std::vector<int> unawaited_;  // ids whose exec has not been awaited
   int start_errno_ = 0;

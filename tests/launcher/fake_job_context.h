@@ -44,6 +44,7 @@ class FakeJobContext : public JobContext {
     RankRequest request;  // for StartRank
     LaunchSpec spec;      // for StartProcess
     RankOutput output;    // for StartProcess
+    bool slotted = false; // a rank of a slot (StartRank), not a bare process
   };
 
   FakeJobContext() {
@@ -111,7 +112,14 @@ class FakeJobContext : public JobContext {
   void Finish(JobPolicy* policy, int id, ExitStatus status) {
     auto it = running_.find(id);
     REQUIRE(it != running_.end());
-    RankSet::Finished f{id, it->second.label, it->second.host, kFirstPid + id, status};
+    int local_rank = it->second.request.slot.local_rank;
+    RankSet::Finished f{id, it->second.label, it->second.host, kFirstPid + id, status,
+                        it->second.slotted ? local_rank : -1};
+    if (it->second.slotted) {
+      auto slot = slots_.find({it->second.host, local_rank});
+      std::erase(slot->second, id);
+      if (slot->second.empty()) slots_.erase(slot);
+    }
     running_.erase(it);
     policy->OnRankFinished(f);
     CheckDone();
@@ -171,6 +179,7 @@ class FakeJobContext : public JobContext {
     s.label = request.slot.rank;
     s.host = request.slot.hostname;
     s.request = request;
+    s.slotted = true;
     Add(s);
     *id = s.id;
     return true;
@@ -216,9 +225,17 @@ class FakeJobContext : public JobContext {
   }
   std::vector<RankSet::Running> Unfinished() const override {
     std::vector<RankSet::Running> out;
-    for (const auto& [id, s] : running_) out.push_back({id, s.label, s.host, kFirstPid + id, now});
+    for (const auto& [id, s] : running_) {
+      int local_rank = s.slotted ? s.request.slot.local_rank : -1;
+      int starts = 0;
+      for (const Started& before : started) {
+        starts += before.slotted && before.host == s.host && before.request.slot.local_rank == local_rank;
+      }
+      out.push_back({id, s.label, s.host, kFirstPid + id, now, local_rank, s.slotted ? starts : 1});
+    }
     return out;
   }
+  const std::map<RankSet::Slot, std::vector<int>>& RankSlots() const override { return slots_; }
   const RankOutput& console() const override { return console_; }
   int AddOutput(int fd, bool owned, const std::string&) override {
     if (owned) close(fd);
@@ -262,6 +279,7 @@ class FakeJobContext : public JobContext {
   void Add(const Started& s) {
     started.push_back(s);
     running_[s.id] = s;
+    if (s.slotted) slots_[{s.host, s.request.slot.local_rank}].push_back(s.id);
   }
 
   discovery::HostDirectory hosts_{{{"lo", {"127.0.0.1"}}}};
@@ -269,6 +287,7 @@ class FakeJobContext : public JobContext {
   RankOutput console_;
   boost::asio::io_context io_;
   std::map<int, Started> running_;
+  std::map<RankSet::Slot, std::vector<int>> slots_;  // as RankSet::slots
   std::deque<std::function<void()>> posted_;
   std::vector<std::shared_ptr<Pending>> timers_;
   int next_id_ = 0;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,13 +21,30 @@
 namespace etrun::launcher::agent {
 namespace {
 
-// What the link reported, per rank.
+// What the link reported, per rank. It stands for RankSet, whose rank table says which ranks
+// the host runs: reports of ranks it did not start there, or that ended, are dropped, and a lost
+// host ends the ranks it still runs, the oldest saying why.
 struct Recorder : RankHostEvents {
-  bool OnRemoteOutput(int id, bool is_stderr, std::string_view data) override {
-    (is_stderr ? err[id] : out[id]) += data;
+  bool Runs(RankHost* from, int id) const { return from == host && started.count(id) && !exits.count(id); }
+  bool OnRemoteOutput(RankHost* from, int id, bool is_stderr, std::string_view data) override {
+    if (Runs(from, id)) (is_stderr ? err[id] : out[id]) += data;
     return !pause;
   }
-  void OnRemoteExit(int id, const ExitStatus& status) override { exits[id] = status; }
+  void OnRemoteExit(RankHost* from, int id, const ExitStatus& status) override {
+    if (Runs(from, id)) exits[id] = status;
+  }
+  void OnHostLost(RankHost* from, std::string_view line, const ExitStatus& status) override {
+    std::vector<int> ids;
+    for (int id : started) {
+      if (Runs(from, id)) ids.push_back(id);
+    }
+    for (int id : ids) {
+      if (id == ids.front()) OnRemoteOutput(from, id, true, line);
+      OnRemoteExit(from, id, status);
+    }
+  }
+  RankHost* host = nullptr;  // the link under test
+  std::set<int> started;
   std::map<int, std::string> out, err;
   std::map<int, ExitStatus> exits;
   bool pause = false;
@@ -76,7 +94,13 @@ struct FakeAgent {
 // A link to the test's fake agent, begun; its io_context is run by RunUntil.
 struct Linked {
   explicit Linked(AgentLink::Options options) : link(&io, &events, std::move(options)) {
+    events.host = &link;
     link.Begin(agent.Transport());
+  }
+  // RankSet's part: a rank of the host's goes into its table, then to the link.
+  void Start(int id, const std::string& command, const GpuShare& gpus) {
+    events.started.insert(id);
+    link.StartRank(id, command, gpus);
   }
   boost::asio::io_context io;
   Recorder events;
@@ -115,7 +139,7 @@ TEST_CASE("a host without an agent gets the binary first, and frames only once t
   AgentLink::Options options = Named("h1", "ssh h1:22");
   options.image = &image;
   Linked t(options);
-  t.link.StartRank(4, "echo hi", {});  // queued: the bootstrap reads the binary from this stream first
+  t.Start(4, "echo hi", {});  // queued: the bootstrap reads the binary from this stream first
   t.agent.Say("Welcome to h1\n");
   t.agent.Say(std::string(kNeedLine) + "\n");
   RunUntil(&t.io, [&] { return t.agent.Heard().size() >= 29; });
@@ -138,8 +162,8 @@ TEST_CASE("the agent's frames are each rank's output and exit; signals go to the
   AgentLink::Options options = Named("h1");
   Linked t(options);
   t.agent.Say(std::string(kHelloLine) + "x\n");
-  t.link.StartRank(1, "a", {});
-  t.link.StartRank(2, "b", {});
+  t.Start(1, "a", {});
+  t.Start(2, "b", {});
   t.agent.Frame(kStdout, 1, "one\ntw");
   t.agent.Frame(kStderr, 2, "warn\n");
   t.agent.Frame(kStdout, 1, "o\n");
@@ -152,9 +176,8 @@ TEST_CASE("the agent's frames are each rank's output and exit; signals go to the
   CHECK(t.events.exits[1].code == 3);
   CHECK(t.events.exits[2].kind == ExitStatus::Kind::kSignaled);
   CHECK(t.events.exits[2].signal == 9);
-  t.link.StartRank(3, "c", {});
+  t.Start(3, "c", {});
   t.link.SignalRank(3, 15);
-  t.link.SignalRank(1, 15);  // finished: nothing sent
   RunUntil(&t.io, [&] { return FramesOf(t.agent.Heard()).size() >= 4; });
   std::vector<Frame> frames = FramesOf(t.agent.Heard());
   REQUIRE(frames.size() == 4);
@@ -167,8 +190,8 @@ TEST_CASE("the agent's frames are each rank's output and exit; signals go to the
 TEST_CASE("a rank that takes GPUs is preceded by its share, for the agent to count them out") {
   Linked t(Named("h1"));
   t.agent.Say(std::string(kHelloLine) + "x\n");
-  t.link.StartRank(5, "train", {2, 0, 1});
-  t.link.StartRank(6, "plain", {});
+  t.Start(5, "train", {2, 0, 1});
+  t.Start(6, "plain", {});
   RunUntil(&t.io, [&] { return FramesOf(t.agent.Heard()).size() >= 3; });
   std::vector<Frame> frames = FramesOf(t.agent.Heard());
   REQUIRE(frames.size() == 3);
@@ -180,7 +203,7 @@ TEST_CASE("a rank that takes GPUs is preceded by its share, for the agent to cou
 TEST_CASE("a stream that ends before the agent runs fails its ranks with the login's last words") {
   AgentLink::Options options = Named("h2", "remote shell to h2");
   Linked t(options);
-  t.link.StartRank(0, "a", {});
+  t.Start(0, "a", {});
   std::string said = "ssh: connect to host h2 port 22: No route to host\n";
   REQUIRE(write(t.agent.err[1], said.data(), said.size()) == static_cast<ssize_t>(said.size()));
   t.agent.Hang();
@@ -189,7 +212,7 @@ TEST_CASE("a stream that ends before the agent runs fails its ranks with the log
   CHECK(t.events.err[0] == "etrun: error: remote shell to h2: the agent did not start: ssh: connect to host h2 "
                          "port 22: No route to host\n");
   CHECK(t.link.lost());
-  t.link.StartRank(1, "b", {});  // a lost host fails new ranks at once
+  t.Start(1, "b", {});  // a lost host fails new ranks at once
   CHECK(t.events.exits[1].code == kHostLost);
 }
 
@@ -197,8 +220,8 @@ TEST_CASE("an agent that goes silent is lost after --lost-host-timeout, counted 
   AgentLink::Options options = Named("h3", "ssh h3:22");
   options.lost_after_s = 0.5;
   Linked t(options);
-  t.link.StartRank(7, "a", {});
-  t.link.StartRank(8, "b", {});
+  t.Start(7, "a", {});
+  t.Start(8, "b", {});
   // A slow login: silent for longer than the timeout before the agent runs, and not lost.
   RunUntil(&t.io, [] { return false; }, 1.2);
   CHECK_FALSE(t.link.lost());

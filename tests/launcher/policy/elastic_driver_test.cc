@@ -2,6 +2,7 @@
 #include "launcher/policy/elastic_driver.h"
 
 #include <algorithm>
+#include <set>
 
 #include <doctest/doctest.h>
 
@@ -32,8 +33,19 @@ class FakeWorkers : public WorkerControl {
     }
     started.push_back(slot);
     rounds.push_back(round);
+    live.insert({slot.hostname, slot.local_rank});
     return true;
   }
+  // The rank table's part, as RankSet's is: a slot runs from its start until its exit is given
+  // to the driver, which the tests do through Exit.
+  bool Running(const SlotKey& slot) const override { return live.count(slot) != 0; }
+  std::vector<SlotKey> RunningSlots() const override { return {live.begin(), live.end()}; }
+  bool AnyRunning() const override { return !live.empty(); }
+  void Exit(ElasticDriver& driver, const SlotKey& slot, ExitStatus status, TimePoint now) {
+    live.erase(slot);
+    driver.OnWorkerExit(slot, status, now);
+  }
+  std::set<SlotKey> live;
   int short_after = -1;  // once this many were started, the next start fails for a shortage
   int affordable = 1 << 20;  // what that shortage says etrun can afford
   std::vector<int> rounds;  // the round each start was for
@@ -98,7 +110,7 @@ struct Job {
     driver.RecordReady(host, lr, [answer](std::optional<SlotInfo> s) { *answer = s; });
     return answer;
   }
-  void Exit(const std::string& host, int lr, int code) { driver.OnWorkerExit({host, lr}, ExitStatus::Exited(code), now); }
+  void Exit(const std::string& host, int lr, int code) { workers.Exit(driver, {host, lr}, ExitStatus::Exited(code), now); }
 
   std::vector<std::string> StartedNames() const {
     std::vector<std::string> out;
@@ -213,7 +225,7 @@ TEST_CASE("scale down: the removed host's workers get -1 and are drained, not fa
   CHECK(Csv(*b) == "-1,-1,-1,-1,-1,-1");
   CHECK(Csv(*c) == "1,2,0,1,1,2");
   CHECK(job.workers.stopped == std::vector<SlotKey>{{"b", 0}});  // SIGTERM, not left to abort
-  job.driver.OnWorkerExit({"b", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"b", 0}, ExitStatus::Signaled(15), job.now);
   CHECK_FALSE(job.driver.finished());
   job.Exit("a", 0, 0);
   job.Exit("c", 0, 0);
@@ -327,7 +339,7 @@ TEST_CASE("a blacklisted host comes back after its cooldown, as an added host") 
   HostManager hosts(job.cooldown, [] { return 0.0; });
   ElasticDriver driver(Job::Options(), &hosts, &job.workers, &job.notifier, &job.store, job.now);
   driver.OnDiscovery(Hosts("a:1\nb:1\n"), job.now);
-  driver.OnWorkerExit({"b", 0}, ExitStatus::Exited(1), job.now);
+  job.workers.Exit(driver, {"b", 0}, ExitStatus::Exited(1), job.now);
   driver.RecordReady("a", 0, [](std::optional<SlotInfo>) {});
   CHECK(hosts.IsBlacklisted("b"));
   WorkerRegistration reg;
@@ -368,7 +380,7 @@ TEST_CASE("a rank that finishes while others wait in a reset ends the job succes
   job.Exit("b", 0, 0);
   CHECK(Csv(*a) == "-1,-1,-1,-1,-1,-1");
   CHECK(job.workers.stopped == std::vector<SlotKey>{{"a", 0}});
-  job.driver.OnWorkerExit({"a", 0}, ExitStatus::Exited(134), job.now);
+  job.workers.Exit(job.driver, {"a", 0}, ExitStatus::Exited(134), job.now);
   REQUIRE(job.driver.finished());
   CHECK(job.driver.exit_code() == 0);
 }
@@ -393,9 +405,9 @@ TEST_CASE("restart mode: a host change stops every worker, then the new world st
   job.Discover("a:1\nb:1\nc:1\n");
   CHECK(job.notifier.notified.empty());  // torch workers are not notified: they are restarted
   CHECK(job.workers.stopped == std::vector<SlotKey>{{"a", 0}, {"b", 0}});
-  job.driver.OnWorkerExit({"a", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"a", 0}, ExitStatus::Signaled(15), job.now);
   CHECK(job.workers.started.size() == 2);  // not before every old worker is gone
-  job.driver.OnWorkerExit({"b", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"b", 0}, ExitStatus::Signaled(15), job.now);
   CHECK(job.StartedNames() == std::vector<std::string>{"a:0=r0", "b:0=r1", "a:0=r0", "b:0=r1", "c:0=r2"});
   CHECK(job.driver.resets() == 1);
   CHECK(job.driver.round() == 2);
@@ -415,14 +427,14 @@ TEST_CASE("restart mode: a failure restarts everyone, without blacklisting, up t
   job.Discover("a:1\nb:1\n");
   job.Exit("b", 0, 5);
   CHECK(job.workers.stopped == std::vector<SlotKey>{{"a", 0}});
-  job.driver.OnWorkerExit({"a", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"a", 0}, ExitStatus::Signaled(15), job.now);
   CHECK_FALSE(job.hosts.IsBlacklisted("b"));
   CHECK(job.workers.started.size() == 4);  // both slots again
   job.Exit("a", 0, 6);                      // second failure: the limit of 1 is reached
   CHECK(job.driver.summary() ==
         "worker a[0] exited with code 6, and the number of restarts reached the limit: 1 "
         "(--reset-limit); first failure: worker b[0] exited with code 5");
-  job.driver.OnWorkerExit({"b", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"b", 0}, ExitStatus::Signaled(15), job.now);
   REQUIRE(job.driver.finished());
   CHECK(job.driver.exit_code() == 6);  // the failure past the limit (issue 13: was b's 5)
 }
@@ -436,7 +448,7 @@ TEST_CASE("restart mode: an unreachable host is blacklisted and the next world s
   job.Discover("a:1\nb:1\n");
   job.driver.OnHostUnreachable("b", job.now);
   job.Exit("b", 0, 255);
-  job.driver.OnWorkerExit({"a", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"a", 0}, ExitStatus::Signaled(15), job.now);
   CHECK(job.hosts.IsBlacklisted("b"));
   CHECK(job.StartedNames() == std::vector<std::string>{"a:0=r0", "b:0=r1", "a:0=r0"});
   job.Exit("a", 0, 0);
@@ -542,8 +554,8 @@ TEST_CASE("events: in restart mode a world is ready once its ranks run, and a re
   job.Discover("a:1\nb:1\n");
   CHECK(job.driver.world_ready());
   job.Discover("a:1\n");
-  job.driver.OnWorkerExit({"a", 0}, ExitStatus::Signaled(15), job.now);
-  job.driver.OnWorkerExit({"b", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"a", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"b", 0}, ExitStatus::Signaled(15), job.now);
   CHECK(EventNames(events) == std::vector<std::string>{
       "discovery 2", "round 1 size=2", "world_ready 1 size=2", "discovery 1",
       "reset_begin 1: the hosts changed", "reset 1: the hosts changed", "round 2 size=1",
@@ -615,7 +627,7 @@ TEST_CASE("scale: removing a host drains its worker; --to caps the world size") 
   auto c = job.Ready("c", 0);
   CHECK(Csv(*c) == "-1,-1,-1,-1,-1,-1");
   CHECK(job.driver.WorkerState({"c", 0}) == "draining");
-  job.driver.OnWorkerExit({"c", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"c", 0}, ExitStatus::Signaled(15), job.now);
   CHECK(job.driver.assignment().size() == 2);
   job.Register("a", 0);
   etrun::launcher::HostOverrides to;
@@ -658,7 +670,7 @@ TEST_CASE("crash recovery: a survivor stuck in a collective is replaced, and ran
   CHECK(job.driver.assignment().front().local_rank == 1);
   // a[0]'s slot starts afresh once its old process is gone, with the round's environment.
   CHECK(job.StartedNames().size() == 3);
-  job.driver.OnWorkerExit({"a", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"a", 0}, ExitStatus::Signaled(15), job.now);
   CHECK(job.StartedNames().back() == "a:0=r1");
   CHECK_FALSE(job.driver.finished());
 }
@@ -679,7 +691,7 @@ TEST_CASE("a slot that cannot start again for lack of etrun's resources leaves t
   REQUIRE(job.driver.round() == 2);
   CHECK(Csv(*a0) == "0,2,0,2,0,1");
   job.workers.short_after = 3;
-  job.driver.OnWorkerExit({"a", 1}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"a", 1}, ExitStatus::Signaled(15), job.now);
   CHECK(job.StartedNames().size() == 3);
   CHECK_FALSE(job.hosts.IsBlacklisted("a"));
   CHECK_FALSE(job.driver.finished());
@@ -790,7 +802,7 @@ TEST_CASE("a worker started ahead that never makes a request within --start-time
   CHECK(job.workers.stopped == std::vector<SlotKey>{{"c", 0}});
   CHECK(job.hosts.IsBlacklisted("c"));
   CHECK(job.notifier.notified.empty());
-  job.driver.OnWorkerExit({"c", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"c", 0}, ExitStatus::Signaled(15), job.now);
   CHECK(job.driver.round() == 1);
   CHECK_FALSE(job.driver.finished());
 }
@@ -802,7 +814,7 @@ TEST_CASE("another change while workers start ahead re-plans; one notification i
   job.Discover("a:1\nb:1\nc:1\nd:1\n");  // c was started for a world of 3: replaced
   CHECK(job.workers.stopped == std::vector<SlotKey>{{"c", 0}});
   CHECK(job.StartedNames().back() == "d:0=r3");
-  job.driver.OnWorkerExit({"c", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"c", 0}, ExitStatus::Signaled(15), job.now);
   CHECK(job.notifier.notified.empty());
   job.driver.OnWorkerArrived(3, job.now);
   CHECK(job.notifier.notified.size() == 1);
@@ -844,8 +856,8 @@ TEST_CASE("workers started ahead for a plan that changed leave none of their key
   job.Discover("a:1\nb:1\nc:1\nd:1\ne:1\n");
   CHECK_FALSE(job.store.Get("global", "2").has_value());
   CHECK_FALSE(job.store.Get("global", "rank_3").has_value());
-  job.driver.OnWorkerExit({"c", 0}, ExitStatus::Signaled(15), job.now);
-  job.driver.OnWorkerExit({"d", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"c", 0}, ExitStatus::Signaled(15), job.now);
+  job.workers.Exit(job.driver, {"d", 0}, ExitStatus::Signaled(15), job.now);
   job.Ready("a", 0);
   job.Ready("b", 0);
   REQUIRE(job.driver.round() == 2);

@@ -146,7 +146,7 @@ struct Harness {
     sigchld.async_wait(on_sig);
     for (size_t i = 0; i < specs.size(); ++i) {
       std::string e;
-      REQUIRE(ranks.Start(static_cast<int>(i), "localhost", specs[i], o, &e));
+      REQUIRE(ranks.Start(static_cast<int>(i), "localhost", -1, specs[i], o, &e));
     }
     std::string e;
     REQUIRE(ranks.AwaitExecs(&e));
@@ -202,7 +202,7 @@ TEST_CASE("a finish callback may start more ranks while exits are being reaped")
     if (f.rank != 0) return;
     for (int i = 2; i <= 5; ++i) {
       std::string e;
-      REQUIRE(ranks->Start(i, "localhost", Shell("echo again; exit " + std::to_string(i)), o, &e));
+      REQUIRE(ranks->Start(i, "localhost", -1, Shell("echo again; exit " + std::to_string(i)), o, &e));
       REQUIRE(ranks->AwaitExecs(&e));
     }
     rank0_finished = true;
@@ -245,7 +245,7 @@ TEST_CASE("a command that cannot be executed is reported by AwaitExecs, not sile
   RankSet ranks(&io, &spawner, &sink, nullptr, std::chrono::milliseconds(100));
   std::string err;
   // A directory on PATH resolution passes stat but fails exec.
-  CHECK_FALSE(ranks.Start(0, "localhost", Command({"/nonexistent/prog"}), o, &err));
+  CHECK_FALSE(ranks.Start(0, "localhost", -1, Command({"/nonexistent/prog"}), o, &err));
   CHECK(err == "cannot run '/nonexistent/prog': no such file");
 }
 
@@ -261,7 +261,7 @@ TEST_CASE("a rank etrun has no descriptors left for fails with EMFILE in start_e
   o.console_err = o.console_out;
   RankSet ranks(&io, &spawner, &sink, nullptr, std::chrono::milliseconds(100));
   std::string err;
-  CHECK_FALSE(ranks.Start(0, "localhost", Command({"/nonexistent/prog"}), o, &err));
+  CHECK_FALSE(ranks.Start(0, "localhost", -1, Command({"/nonexistent/prog"}), o, &err));
   CHECK(ranks.start_errno() == 0);
 
   struct rlimit saved;
@@ -271,7 +271,7 @@ TEST_CASE("a rank etrun has no descriptors left for fails with EMFILE in start_e
   REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
   std::vector<int> filler;
   for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
-  bool started = ranks.Start(1, "localhost", Shell("true"), o, &err);
+  bool started = ranks.Start(1, "localhost", -1, Shell("true"), o, &err);
   int err_no = ranks.start_errno();
   for (int fd : filler) close(fd);
   REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
@@ -280,4 +280,84 @@ TEST_CASE("a rank etrun has no descriptors left for fails with EMFILE in start_e
   CHECK(err == "cannot create pipes: Too many open files");
   ranks.ClearStartErrno();
   CHECK(ranks.start_errno() == 0);
+}
+
+namespace {
+
+// A remote host's agent as RankSet sees it: records what it was asked.
+struct FakeHost : etrun::launcher::RankHost {
+  void StartRank(int id, const std::string& command, const etrun::launcher::GpuShare&) override {
+    started.push_back(id);
+  }
+  void SignalRank(int id, int sig) override { signals.emplace_back(id, sig); }
+  void Resume() override {}
+  std::vector<int> started;
+  std::vector<std::pair<int, int>> signals;
+};
+
+LaunchSpec On(FakeHost* host) {
+  LaunchSpec spec;
+  spec.remote_host = host;
+  spec.remote_command = "train";
+  return spec;
+}
+
+// Runs what is posted until `io` has nothing left to do now.
+void Drain(asio::io_context* io) {
+  io->restart();
+  io->poll();
+}
+
+}  // namespace
+
+TEST_CASE("the rank table knows which host runs a rank: other hosts' reports and late ones are dropped") {
+  // Given ranks 0 and 1 on host a and rank 2 on host b, b's report of a's rank goes nowhere, an
+  // exit ends a rank for good (its later output dropped, no signal reaches its host), and a's
+  // loss ends only a's ranks still running, the oldest saying why.
+  asio::io_context io;
+  LocalSpawner spawner;
+  OutputSink sink;
+  char out_path[] = "/tmp/etrun-rankset-XXXXXX";
+  int fd = mkstemp(out_path);
+  REQUIRE(fd >= 0);
+  FILE* f = fdopen(fd, "r");
+  RankOutput o;
+  o.console_out = sink.AddDestination(dup(fd), true, "out");
+  o.console_err = o.console_out;
+  RankSet ranks(&io, &spawner, &sink, nullptr, std::chrono::milliseconds(100));
+  FakeHost a, b;
+  std::string err;
+  int a0 = -1, a1 = -1, b0 = -1;
+  REQUIRE(ranks.Start(0, "a", 0, On(&a), o, &err, &a0));
+  REQUIRE(ranks.Start(1, "a", 1, On(&a), o, &err, &a1));
+  REQUIRE(ranks.Start(2, "b", 0, On(&b), o, &err, &b0));
+  CHECK(a.started == std::vector<int>{a0, a1});
+  CHECK(ranks.slots().size() == 3);
+
+  ranks.OnRemoteOutput(&b, a0, false, "from the wrong host\n");
+  ranks.OnRemoteOutput(&a, a0, false, "a0 says hi\n");
+  ranks.OnRemoteExit(&b, a1, etrun::ExitStatus::Exited(9));  // not b's: nothing ends
+  ranks.OnRemoteExit(&a, a1, etrun::ExitStatus::Exited(0));
+  ranks.OnRemoteOutput(&a, a1, false, "after its exit\n");
+  ranks.Signal(a1, SIGTERM);
+  CHECK(a.signals.empty());
+  ranks.OnHostLost(&a, "etrun: error: ssh a:22: connection lost\n", etrun::ExitStatus::Exited(255));
+  Drain(&io);
+
+  std::vector<RankSet::Finished> finished;
+  for (RankSet::Finished done; ranks.NextFinished(&done);) finished.push_back(done);
+  REQUIRE(finished.size() == 2);
+  CHECK(finished[0].id == a1);
+  CHECK(finished[0].status.code == 0);
+  CHECK(finished[0].local_rank == 1);
+  CHECK(finished[1].id == a0);
+  CHECK(finished[1].status.code == 255);
+  // Handed out, their slots are free; b's rank still holds its own.
+  CHECK(ranks.slots() == std::map<RankSet::Slot, std::vector<int>>{{{"b", 0}, {b0}}});
+  CHECK(ranks.starts("a", 0) == 1);
+  sink.Flush();
+  std::string text = ReadAll(f);
+  CHECK(text == "[0]<stdout>:a0 says hi\n[0]<stderr>:etrun: error: ssh a:22: connection lost\n");
+  fclose(f);
+  unlink(out_path);
 }
