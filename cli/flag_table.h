@@ -65,7 +65,15 @@ class FlagTable {
                   const std::string& help, bool negation_hidden);
   CLI::Option* Finish(CLI::Option* opt, const char* dash_alias);
 
+  // Each adds --help's groups in their order: AddGeneral adds "Options" (AddOptions),
+  // "Controller arguments" (AddController) and "SSH arguments" (AddSsh).
   void AddGeneral(JobConfig* c);
+  void AddOptions(JobConfig* c);
+  void AddController(JobConfig* c);
+  void AddSsh(JobConfig* c);
+  // Per cluster kind (cli/cluster_kinds.h): --ignore-<kind>, and --add-<kind>-jobs where the
+  // kind can grow onto other allocations.
+  void AddClusterKinds(JobConfig* c);
   void AddHostsAndElastic(JobConfig* c);
   void AddTunables(Tunables* t);
   void AddLibraryAndLogging(JobConfig* c);

@@ -112,6 +112,12 @@ FlagTable::FlagTable(JobConfig* c)
 }
 
 void FlagTable::AddGeneral(JobConfig* c) {
+  AddOptions(c);
+  AddController(c);
+  AddSsh(c);
+}
+
+void FlagTable::AddOptions(JobConfig* c) {
   group_ = "Options";
   Switch("-h,--help", "Shows this help and exits.", [] {});
   Switch("-v,--version", "Shows etrun's version and the Horovod protocol it speaks, and exits.",
@@ -157,7 +163,9 @@ void FlagTable::AddGeneral(JobConfig* c) {
          [c] { c->verbose = true; });
   Text("--config-file", &c->config_file, "YAML file of tunable parameters (not supported yet).")
       ->type_name("FILE");
+}
 
+void FlagTable::AddController(JobConfig* c) {
   group_ = "Controller arguments";
   Switch("--gloo", "Runs Horovod with the Gloo controller (the default).",
          [c] { c->controller = Controller::kGloo; });
@@ -165,7 +173,9 @@ void FlagTable::AddGeneral(JobConfig* c) {
          [c] { c->controller = Controller::kMpi; });
   Switch("--jsrun", "Launches with jsrun and the MPI controller (not supported yet).",
          [c] { c->controller = Controller::kJsrun; });
+}
 
+void FlagTable::AddSsh(JobConfig* c) {
   group_ = "SSH arguments";
   Optional<int>("-p,--ssh-port", &c->ssh_port, "SSH port on all the hosts.")->type_name("PORT");
   Text("-i,--ssh-identity-file", &c->ssh_identity_file,
@@ -185,6 +195,14 @@ void FlagTable::AddGeneral(JobConfig* c) {
        "Starts remote ranks by running this command instead of SSH, {host} replaced by the "
        "host, e.g. 'kubectl exec -i {host} -n ns --' (as mpirun's plm_rsh_agent).")
       ->type_name("COMMAND");
+  AddClusterKinds(c);
+  Switch("--ssh-strict-host-keys",
+         "Refuses hosts missing from ~/.ssh/known_hosts (default: accept them with a warning, "
+         "as horovodrun's StrictHostKeyChecking=no; a changed key is always refused).",
+         [c] { c->ssh_strict_host_keys = true; });
+}
+
+void FlagTable::AddClusterKinds(JobConfig* c) {
   for (const discovery::ClusterKind* kind : ClusterKinds()) {  // --ignore-slurm, --add-slurm-jobs
     const discovery::ClusterWords w = kind->words();
     std::string name = w.name;
@@ -202,10 +220,6 @@ void FlagTable::AddGeneral(JobConfig* c) {
                     "such a job ends its nodes leave this one.", w.title, w.grow_example, w.step))
         ->type_name("NAME");
   }
-  Switch("--ssh-strict-host-keys",
-         "Refuses hosts missing from ~/.ssh/known_hosts (default: accept them with a warning, "
-         "as horovodrun's StrictHostKeyChecking=no; a changed key is always refused).",
-         [c] { c->ssh_strict_host_keys = true; });
 }
 
 void FlagTable::AddHostsAndElastic(JobConfig* c) {

@@ -86,56 +86,119 @@ void PoolLogging() {
   spdlog::set_default_logger(logger);
 }
 
+// `etrun pool start`'s flags as given; the daemon's options once checked (CheckStartFlags).
+struct StartFlags {
+  pool::DaemonOptions options;
+  std::string hosts, hostfile, min_hold = "5s", lease = "15s", interval = "1";
+  int ranks_per_gpu = 1;
+};
+
+// Declares `etrun pool start`'s flags, in --help's order; their values land in *flags, which
+// must outlive `app`.
+void AddStartFlags(CLI::App* app, StartFlags* flags) {
+  pool::DaemonOptions& o = flags->options;
+  app->add_option("name", o.name, "The pool's name.")->required();
+  auto* h = app->add_option("-H,--hosts", flags->hosts,
+                            "Hosts and their slots, host1:4,host2:4 (none of -H, --hostfile, "
+                            "--host-discovery-script: inside " + ClusterTitles() +
+                            ", the allocation's nodes).");
+  auto* f = app->add_option("--hostfile", flags->hostfile,
+                            "File with one \"<hostname> slots=<slots>\" per line.");
+  auto* d = app->add_option("--host-discovery-script", o.discovery_script,
+                            "Prints the pool's host[:slots] lines (a Slurm or Kubernetes "
+                            "allocation); polled.");
+  h->excludes(f)->excludes(d);
+  f->excludes(d);
+  app->add_option("--gpus", o.gpus,
+                  "GPU ids per host: auto (nvidia-smi or CUDA_VISIBLE_DEVICES here), none (plain "
+                  "slots), or a count per host (default auto).");
+  app->add_option("--ranks-per-gpu", flags->ranks_per_gpu,
+                  "Slots sharing one GPU (default 1: none shared).");
+  app->add_option("--min-hold", flags->min_hold,
+                  "A job that grew keeps its slots this long before it can be shrunk (default "
+                  "5s; 0: off).");
+  app->add_option("--lease", flags->lease,
+                  "A job on another machine silent this long is counted gone (default 15s).");
+  app->add_option("--discovery-interval", flags->interval,
+                  "Seconds between discovery script runs (default 1).");
+  app->add_option("--events-file", o.events_file,
+                  "Writes the pool's events (JSON Lines) for `etrun report`.");
+  app->add_option("--listen", o.listen, "ADDRESS:PORT to listen on instead of 127.0.0.1 (opens the "
+                                        "pool to other machines; they need `etrun pool token`).");
+}
+
+// Checks the parsed flags and completes flags->options from them: slots per GPU, the durations,
+// the -H or --hostfile hosts. Returns false and sets *err (one line) at the first bad one.
+bool CheckStartFlags(StartFlags* flags, std::string* err) {
+  pool::DaemonOptions& o = flags->options;
+  if (flags->ranks_per_gpu < 1 || flags->ranks_per_gpu > 1024) {
+    *err = "--ranks-per-gpu: expected 1..1024, got " + std::to_string(flags->ranks_per_gpu);
+    return false;
+  }
+  if (o.gpus != "auto" && o.gpus != "none" &&
+      (o.gpus.size() > 4 || o.gpus.find_first_not_of("0123456789") != std::string::npos ||
+       std::stoi(o.gpus) < 1 || std::stoi(o.gpus) > 4096)) {
+    *err = "--gpus " + o.gpus + ": give auto, none or a count of GPUs per host (1..4096)";
+    return false;
+  }
+  o.ranks_per_gpu = flags->ranks_per_gpu;
+  if (o.name.empty() || o.name.find('/') != std::string::npos ||
+      o.name.find(':') != std::string::npos) {
+    *err = "pool name '" + o.name + "': give a plain name without '/' or ':'";
+    return false;
+  }
+  std::chrono::milliseconds poll{};
+  if (!Seconds("--min-hold", flags->min_hold, &o.min_hold, err) ||
+      !Seconds("--lease", flags->lease, &o.lease, err) ||
+      !Seconds("--discovery-interval", flags->interval, &poll, err)) {
+    return false;
+  }
+  if (poll < std::chrono::milliseconds(100)) {
+    *err = "--discovery-interval: expected at least 0.1 s";
+    return false;
+  }
+  o.discovery_interval = poll;
+  return ReadHostList(flags->hosts, flags->hostfile, &o.hosts, err);
+}
+
+// --gpus auto: this machine's GPUs (nvidia-smi or CUDA_VISIBLE_DEVICES in `env`), else those of
+// the cluster allocation's nodes the pool took; neither: plain slots. Says which on the log.
+void FindGpus(const std::vector<std::string>& env, const PoolCluster& cluster,
+              pool::DaemonOptions* o) {
+  launcher::GpuSlots gpus;
+  gpus.ranks_per_gpu = 1;
+  std::string warning, err;
+  if (!launcher::DetectLocalGpus(env, &gpus, &warning, &err)) {
+    // nvidia-smi failed or found none: a CPU machine as far as the pool can tell.
+    if (cluster.gpus_per_node == 0) {
+      spdlog::info("no GPUs on this machine ({}): the pool hands out plain slots", err);
+    }
+  } else if (gpus.counted) {  // else no nvidia-smi: plain slots
+    o->local_gpus = gpus.pool;
+    o->local_gpus_source = gpus.source;
+  }
+  if (o->local_gpus.empty() && cluster.gpus_per_node > 0) {
+    // A GPU allocation seen from a machine without GPUs (salloc on a login node): each node's
+    // GPUs as its cluster's steps number them.
+    o->gpus = std::to_string(cluster.gpus_per_node);
+    spdlog::info("GPUs 0..{} on each node, from {}'s variables", cluster.gpus_per_node - 1,
+                 cluster.kind->words().title);
+  }
+}
+
 int StartMain(int argc, char** argv) {
   CLI::App app("Runs a shared slot pool in the foreground until stopped (Ctrl-C, SIGTERM or "
                "`etrun pool stop`). Elastic jobs join it with `etrun --pool NAME`.",
                "pool start");
-  pool::DaemonOptions o;
-  std::string hosts, hostfile, min_hold = "5s", lease = "15s", interval = "1";
-  int ranks_per_gpu = 1;
-  app.add_option("name", o.name, "The pool's name.")->required();
-  auto* h = app.add_option("-H,--hosts", hosts, "Hosts and their slots, host1:4,host2:4 (none of "
-                           "-H, --hostfile, --host-discovery-script: inside " + ClusterTitles() +
-                           ", the allocation's nodes).");
-  auto* f = app.add_option("--hostfile", hostfile, "File with one \"<hostname> slots=<slots>\" per line.");
-  auto* d = app.add_option("--host-discovery-script", o.discovery_script,
-                           "Prints the pool's host[:slots] lines (a Slurm or Kubernetes allocation); polled.");
-  h->excludes(f)->excludes(d);
-  f->excludes(d);
-  app.add_option("--gpus", o.gpus, "GPU ids per host: auto (nvidia-smi or CUDA_VISIBLE_DEVICES "
-                                   "here), none (plain slots), or a count per host (default auto).");
-  app.add_option("--ranks-per-gpu", ranks_per_gpu, "Slots sharing one GPU (default 1: none shared).");
-  app.add_option("--min-hold", min_hold, "A job that grew keeps its slots this long before it "
-                                         "can be shrunk (default 5s; 0: off).");
-  app.add_option("--lease", lease, "A job on another machine silent this long is counted gone (default 15s).");
-  app.add_option("--discovery-interval", interval, "Seconds between discovery script runs (default 1).");
-  app.add_option("--events-file", o.events_file, "Writes the pool's events (JSON Lines) for `etrun report`.");
-  app.add_option("--listen", o.listen, "ADDRESS:PORT to listen on instead of 127.0.0.1 (opens the "
-                                       "pool to other machines; they need `etrun pool token`).");
+  StartFlags flags;
+  AddStartFlags(&app, &flags);
   if (int code = Parse(app, argc, argv); code >= 0) return code;
   std::string err;
-  if (ranks_per_gpu < 1 || ranks_per_gpu > 1024) {
-    return Error("--ranks-per-gpu: expected 1..1024, got " + std::to_string(ranks_per_gpu), 2);
-  }
-  if (o.gpus != "auto" && o.gpus != "none" && (o.gpus.size() > 4 || o.gpus.find_first_not_of("0123456789") != std::string::npos ||
-                                                std::stoi(o.gpus) < 1 || std::stoi(o.gpus) > 4096)) {
-    return Error("--gpus " + o.gpus + ": give auto, none or a count of GPUs per host (1..4096)", 2);
-  }
-  o.ranks_per_gpu = ranks_per_gpu;
-  if (o.name.empty() || o.name.find('/') != std::string::npos || o.name.find(':') != std::string::npos) {
-    return Error("pool name '" + o.name + "': give a plain name without '/' or ':'", 2);
-  }
-  std::chrono::milliseconds poll{};
-  if (!Seconds("--min-hold", min_hold, &o.min_hold, &err) || !Seconds("--lease", lease, &o.lease, &err) ||
-      !Seconds("--discovery-interval", interval, &poll, &err)) {
-    return Error(err, 2);
-  }
-  if (poll < std::chrono::milliseconds(100)) return Error("--discovery-interval: expected at least 0.1 s", 2);
-  o.discovery_interval = poll;
-  if (!ReadHostList(hosts, hostfile, &o.hosts, &err)) return Error(err, 2);
+  if (!CheckStartFlags(&flags, &err)) return Error(err, 2);
+  pool::DaemonOptions& o = flags.options;
   std::vector<std::string> env = launcher::CurrentEnvironment();
   PoolCluster cluster;
-  if (hosts.empty() && hostfile.empty() && o.discovery_script.empty() &&
+  if (flags.hosts.empty() && flags.hostfile.empty() && o.discovery_script.empty() &&
       !PoolOnCluster(ClusterKinds(), env, &o, &cluster, &err)) {
     return Error(err, 2);
   }
@@ -144,27 +207,7 @@ int StartMain(int argc, char** argv) {
     spdlog::info("the slots of {} allocation {}: {}", cluster.kind->words().title, cluster.job,
                  discovery::FormatHosts(o.hosts));
   }
-  if (o.gpus == "auto") {
-    launcher::GpuSlots gpus;
-    gpus.ranks_per_gpu = 1;
-    std::string warning;
-    if (!launcher::DetectLocalGpus(env, &gpus, &warning, &err)) {
-      // nvidia-smi failed or found none: a CPU machine as far as the pool can tell.
-      if (cluster.gpus_per_node == 0) {
-        spdlog::info("no GPUs on this machine ({}): the pool hands out plain slots", err);
-      }
-    } else if (gpus.counted) {  // else no nvidia-smi: plain slots
-      o.local_gpus = gpus.pool;
-      o.local_gpus_source = gpus.source;
-    }
-    if (o.local_gpus.empty() && cluster.gpus_per_node > 0) {
-      // A GPU allocation seen from a machine without GPUs (salloc on a login node): each node's
-      // GPUs as its cluster's steps number them.
-      o.gpus = std::to_string(cluster.gpus_per_node);
-      spdlog::info("GPUs 0..{} on each node, from {}'s variables", cluster.gpus_per_node - 1,
-                   cluster.kind->words().title);
-    }
-  }
+  if (o.gpus == "auto") FindGpus(env, cluster, &o);
   launcher::ShellScriptRunner discovery(o.discovery_script, o.discovery_timeout);
   discovery::ScriptHostSource discovered(&discovery, /*default_slots=*/1);
   return pool::RunPoolDaemon(o, &discovered);

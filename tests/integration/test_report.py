@@ -291,13 +291,11 @@ def test_report_is_a_verb_only_as_the_first_argument(tmp_path):
 
 
 def test_report_reads_a_file_that_etrun_wrote(tmp_path):
-    # End to end once etrun writes events files (--events-file): a failing static job.
+    # End to end: a failing static job writes its events file (--events-file), report reads it.
     path = str(tmp_path / "events.jsonl")
     r = run_etrun(["-np", "2", "--events-file", path, PYTHON, "-c",
                    "import os,sys; sys.exit(3 if os.environ['HOROVOD_RANK'] == '1' else 0)"],
                   timeout=60)
-    if r.returncode == 2 and b"events-file" in r.stderr:
-        pytest.skip("this etrun does not write events files yet")
     assert r.returncode == 3, r.stderr
     code, stdout, stderr = report(["--json", path, "-o", str(tmp_path / "t.svg")])
     assert code == 0, stderr

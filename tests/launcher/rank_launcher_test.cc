@@ -13,9 +13,9 @@
 
 #include "launcher/agent/agent.h"
 #include "launcher/agent/agent_bootstrap.h"
-#include "launcher/agent/rank_command.h"
 #include "launcher/output/output_sink.h"
 #include "launcher/ssh/remote_shell.h"
+#include "tests/launcher/fake_remote.h"
 #include "tests/launcher/process/fake_spawner.h"
 
 namespace etrun::launcher {
@@ -26,32 +26,6 @@ uint32_t Ip(const char* text) {
   REQUIRE(inet_pton(AF_INET, text, &a) == 1);
   return ntohl(a.s_addr);
 }
-
-// A remote starter that plans as AgentStarter does (the agent's command, SSH_CONNECTION read over
-// SSH only) and records what it was asked; its one host starts nothing.
-class FakeRemote : public RemoteStarter, public RankHost {
- public:
-  explicit FakeRemote(const JobConfig& config) : config_(config) {}
-  void Attach(boost::asio::io_context*, RankHostEvents*) override {}
-  void Detach() override {}
-  bool Plan(const RemoteRank& rank, LaunchSpec* spec, std::string*) override {
-    planned.push_back(rank);
-    spec->remote_host = this;
-    spec->remote_command = agent::RankCommand(rank, config_.remote_shell.empty() && rank.remote_shell.empty());
-    return true;
-  }
-  bool Unreachable(const std::string&, const ExitStatus&) const override { return false; }
-  bool RunDetached(const std::string&, const std::string&) override { return false; }
-  void StartRank(int id, const std::string&, const GpuShare&) override { started.push_back(id); }
-  void SignalRank(int, int) override {}
-  void Resume() override {}
-
-  std::vector<RemoteRank> planned;
-  std::vector<int> started;
-
- private:
-  const JobConfig& config_;
-};
 
 // A launcher over fakes: this machine is "localhost" (and 127.0.0.1); 127.0.0.2 is another host.
 struct Fixture {

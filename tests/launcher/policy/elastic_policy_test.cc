@@ -20,6 +20,7 @@
 
 #include "events/schema.h"
 #include "tests/launcher/fake_job_context.h"
+#include "tests/launcher/fake_remote.h"
 
 namespace etrun::launcher {
 namespace {
@@ -74,28 +75,6 @@ class ScriptedSource : public discovery::HostSource {
   discovery::HostSourceTraits source_traits;
   int polls = 0;
   std::vector<std::string> calls;  // "live host:0,1 ..." and "poll", in order
-};
-
-// Every rank on another host says whether its host was unreachable as `unreachable` says.
-class FakeRemote : public RemoteStarter {
- public:
-  void Attach(boost::asio::io_context*, RankHostEvents*) override {}
-  void Detach() override {}
-  bool Plan(const RemoteRank&, LaunchSpec*, std::string* err) override {
-    *err = "not used";
-    return false;
-  }
-  bool Unreachable(const std::string& host, const ExitStatus&) const override {
-    asked.push_back(host);
-    return unreachable;
-  }
-  bool RunDetached(const std::string& host, const std::string& command) override {
-    detached.push_back(host + ": " + command);
-    return true;
-  }
-  bool unreachable = true;
-  mutable std::vector<std::string> asked;
-  std::vector<std::string> detached;  // "host: command"
 };
 
 // What etrun logs (warnings and errors) while it lives, one "level: text" string per line.
