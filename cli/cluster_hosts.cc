@@ -8,24 +8,21 @@ namespace etrun::cli {
 
 namespace {
 
-bool Ignored(const JobConfig& c, const discovery::ClusterKind& kind) {
-  return std::find(c.ignore_clusters.begin(), c.ignore_clusters.end(), kind.words().name) !=
-         c.ignore_clusters.end();
-}
-
+// The job's hosts and route from the allocation etrun runs inside (discovery::FindAllocation),
+// unless the user named hosts another way.
 bool UseAllocation(const std::vector<const discovery::ClusterKind*>& kinds, const FlagTable& t,
                    const std::vector<std::string>& env, JobConfig* c, std::string* err) {
-  const discovery::ClusterKind* kind = discovery::KindInside(kinds, env);
-  if (kind == nullptr || Ignored(*c, *kind) || !c->hosts_flag.empty() || !t.hostfile().empty() ||
-      !c->host_discovery_script.empty() || !c->pool.empty()) {
+  if (!c->hosts_flag.empty() || !t.hostfile().empty() || !c->host_discovery_script.empty() ||
+      !c->pool.empty()) {
     return true;
   }
+  const discovery::ClusterKind* kind = nullptr;
   discovery::ClusterAllocation allocation;
-  if (!kind->Read(env, &allocation, err)) {
-    *err = std::string("inside ") + kind->words().title + " allocation " + allocation.id + ": " +
-           *err + " (or give -H, or --ignore-" + kind->words().name + ")";
+  if (!discovery::FindAllocation(kinds, env, c->ignore_clusters, &kind, &allocation, err)) {
+    *err += std::string(" (or give -H, or --ignore-") + kind->words().name + ")";
     return false;
   }
+  if (kind == nullptr) return true;
   c->cluster = kind;
   c->cluster_job = allocation.id;
   c->host_list = allocation.hosts;
@@ -34,8 +31,8 @@ bool UseAllocation(const std::vector<const discovery::ClusterKind*>& kinds, cons
     for (const discovery::HostSlots& h : allocation.hosts) slots += h.slots;
     c->num_proc = slots;
   }
-  if (c->remote_shell.empty() && c->controller != Controller::kMpi) {
-    c->remote_shell = kind->StartTemplate(c->cluster_job);
+  if (c->start.command.empty() && c->controller != Controller::kMpi) {
+    c->start = kind->Route(c->cluster_job, /*job_own=*/true);
   }
   return true;
 }
@@ -45,6 +42,9 @@ bool UseAllocation(const std::vector<const discovery::ClusterKind*>& kinds, cons
 bool UseClusterAllocation(const std::vector<const discovery::ClusterKind*>& kinds,
                           const FlagTable& t, const std::vector<std::string>& env, JobConfig* c,
                           std::string* err) {
+  // The user's --remote-shell is the job's route whatever else holds; the allocation's step
+  // is, where the user gave none.
+  c->start = discovery::UserRoute(kinds, c->start.command);
   if (!UseAllocation(kinds, t, env, c, err)) return false;
   for (const discovery::ClusterKind* kind : kinds) {
     const discovery::ClusterWords w = kind->words();

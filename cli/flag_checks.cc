@@ -105,7 +105,7 @@ bool CheckLaunchValues(const FlagTable& t, const JobConfig& c, std::string* err)
       !CheckAtLeast(t, "--rendezvous-threads", c.rendezvous_threads, 1, err)) {
     return false;
   }
-  if (!c.remote_shell.empty() && !launcher::CheckRemoteShell(c.remote_shell, err)) return false;
+  if (!c.start.command.empty() && !launcher::CheckRemoteShell(c.start.command, err)) return false;
   if (c.priority && c.pool.empty()) {
     *err = "--priority is a weight in a shared pool: give --pool NAME too";
     return false;

@@ -191,7 +191,7 @@ void FlagTable::AddSsh(JobConfig* c) {
       "heartbeat comes every second) before the host is declared lost: its ranks fail, elastic "
       "jobs go on without it (default: 3).")
       ->type_name("SECONDS");
-  Text("--remote-shell", &c->remote_shell,
+  Text("--remote-shell", &c->start.command,
        "Starts remote ranks by running this command instead of SSH, {host} replaced by the "
        "host, e.g. 'kubectl exec -i {host} -n ns --' (as mpirun's plm_rsh_agent).")
       ->type_name("COMMAND");

@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
         }
       }
       options.join.pid = getpid();
+      options.kinds = etrun::cli::ClusterKinds();
       pool = std::make_unique<etrun::pool::PoolClient>(std::move(options));
       std::string err;
       if (!pool->Join(&err)) {
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
     int code;
     {
       // Outlives the runtime and its ranks.
-      etrun::launcher::agent::AgentStarter remote(config, environment, etrun::cli::ClusterKinds());
+      etrun::launcher::agent::AgentStarter remote(config, environment);
       etrun::discovery::ScriptHostSource script(&discovery, config.slots_per_host.value_or(1));
       // An elastic job inside a cluster allocation follows it (and those it may grow onto).
       std::unique_ptr<etrun::launcher::ShellScriptRunner> poll;

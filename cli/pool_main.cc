@@ -320,7 +320,12 @@ int TokenMain(int argc, char** argv) {
 bool PoolOnCluster(const std::vector<const discovery::ClusterKind*>& kinds,
                    const std::vector<std::string>& env, pool::DaemonOptions* options,
                    PoolCluster* cluster, std::string* err) {
-  const discovery::ClusterKind* kind = discovery::KindInside(kinds, env);
+  const discovery::ClusterKind* kind = nullptr;
+  discovery::ClusterAllocation allocation;
+  if (!discovery::FindAllocation(kinds, env, {}, &kind, &allocation, err)) {
+    *err = "pool start " + options->name + " " + *err + " (or give -H)";
+    return false;
+  }
   if (kind == nullptr) {
     std::string inside;
     for (const discovery::ClusterKind* k : kinds) {
@@ -332,19 +337,13 @@ bool PoolOnCluster(const std::vector<const discovery::ClusterKind*>& kinds,
            " to take its nodes";
     return false;
   }
-  discovery::ClusterAllocation allocation;
-  if (!kind->Read(env, &allocation, err)) {
-    *err = "pool start " + options->name + " inside " + kind->words().title + " allocation " +
-           allocation.id + ": " + *err + " (or give -H)";
-    return false;
-  }
   *cluster = {kind, allocation.id, 0};
   if (allocation.gpus_per_node > 0 && options->gpus != "none") {
     cluster->gpus_per_node = allocation.gpus_per_node;  // the same on every node
     for (discovery::HostSlots& h : allocation.hosts) h.slots *= options->ranks_per_gpu;
   }
   options->hosts = std::move(allocation.hosts);
-  options->start_through = kind->StartTemplate(allocation.id);
+  options->start_through = kind->Route(allocation.id, /*job_own=*/false);
   return true;
 }
 

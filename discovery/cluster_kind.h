@@ -51,12 +51,16 @@ class ClusterKind {
                     std::string* err) const = 0;
   // The --remote-shell template ({host}) that starts one agent on {host} of allocation `id`.
   virtual std::string StartTemplate(const std::string& id) const = 0;
+  // That template as a route of this kind; `job_own`: the job's own allocation (StartRoute).
+  StartRoute Route(const std::string& id, bool job_own) const {
+    return {StartTemplate(id), this, job_own};
+  }
   // The shell command an elastic job runs on each poll of allocation `id` (and, with
   // `grow_name`, of the user's other running allocations of that name: --add-<name>-jobs).
   virtual std::string PollCommand(const std::string& id, const std::string& grow_name) const = 0;
   // An elastic job's hosts, polled through `runner` (which runs PollCommand and must outlive the
   // source); `own` is the allocation as Read found it. Hosts of the other allocations carry
-  // their StartTemplate in HostGrant::start_through.
+  // their Route in HostGrant::start_through.
   virtual std::unique_ptr<HostSource> Follow(ScriptRunner* runner,
                                              const ClusterAllocation& own) const = 0;
 };
@@ -65,9 +69,20 @@ class ClusterKind {
 const ClusterKind* KindInside(const std::vector<const ClusterKind*>& kinds,
                               const std::vector<std::string>& env);
 
-// The kind among `kinds` whose step program `remote_shell` runs (ClusterWords::step); null: none.
-const ClusterKind* KindStarting(const std::vector<const ClusterKind*>& kinds,
-                                const std::string& remote_shell);
+// The allocation etrun runs inside, read in this one place for `etrun` (cli/cluster_hosts) and
+// `etrun pool start` (cli/pool_main): *kind is the first of `kinds` whose allocation `env` is
+// inside, skipping those named in `ignored` (null: none), and *allocation what it read. Returns
+// false and sets *err ("inside Slurm allocation 7: <why>") when that allocation cannot be read.
+bool FindAllocation(const std::vector<const ClusterKind*>& kinds, const std::vector<std::string>& env,
+                    const std::vector<std::string>& ignored, const ClusterKind** kind,
+                    ClusterAllocation* allocation, std::string* err);
+
+// The kind among `kinds` named `name` (ClusterWords::name); null: none.
+const ClusterKind* KindNamed(const std::vector<const ClusterKind*>& kinds, const std::string& name);
+
+// The user's --remote-shell as the job's route: a template whose program is the step of one of
+// `kinds` (ClusterWords::step: "srun ...") starts that kind's steps. "": SSH.
+StartRoute UserRoute(const std::vector<const ClusterKind*>& kinds, const std::string& remote_shell);
 
 }  // namespace etrun::discovery
 

@@ -17,6 +17,7 @@
 
 #include "discovery/host_slots.h"
 #include "discovery/script_runner.h"
+#include "discovery/start_route.h"
 
 namespace etrun::discovery {
 
@@ -35,9 +36,9 @@ struct HostGrant {
   // them whole: one that lends slots keeps listing a local rank's facts after it took the place
   // back (its rank may still drain) until it names that place again; the job keeps no copy.
   std::map<std::string, std::vector<SlotFacts>> slots;
-  // Per host, when its ranks start otherwise than the job's: the remote-shell template ({host})
-  // they start through (a node of another Slurm allocation: srun --jobid=<that one>).
-  std::map<std::string, std::string> start_through;
+  // Per host, when its ranks start otherwise than the job's: the route they start through (a
+  // node of another Slurm allocation: srun --jobid=<that one>), made by its cluster kind.
+  std::map<std::string, StartRoute> start_through;
   uint64_t version = 0;                                  // grows with each new grant; 0: unversioned
   std::vector<std::string> warnings;  // for the user, when ok: whole lines naming the source
   std::string errors;    // the source's own messages (a script's stderr), passed on as they are

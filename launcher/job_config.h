@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "discovery/host_slots.h"
+#include "discovery/start_route.h"
 #include "launcher/output/line_splitter.h"
 #include "rendezvous/access_list.h"
 
@@ -106,7 +107,9 @@ struct JobConfig {
                                                // also the user's other jobs named so
   const discovery::ClusterKind* cluster = nullptr;  // the kind of allocation the hosts came from
   std::string cluster_job;                     // that allocation's id (cli/cluster_hosts); "": none
-  std::string remote_shell;                    // --remote-shell CMD with {host} (etrun): not SSH
+  // How ranks on other hosts start when not over SSH: --remote-shell CMD with {host} (etrun), or
+  // the step of the allocation etrun runs inside; one route, filled by cli/cluster_hosts.
+  discovery::StartRoute start;
   Controller controller = Controller::kDefault;  // --gloo / --mpi / --jsrun
   bool disable_cache = false;                  // --disable-cache (etrun keeps no cache)
   std::string config_file;                     // --config-file

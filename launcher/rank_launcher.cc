@@ -111,7 +111,8 @@ bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::strin
                       std::move(remote_env), config_.command, config_.grace_period_s,
                       RemoteNetwork(request.run, slot.hostname, exported),
                       {request.run.gpus.gpus_per_rank, request.run.gpus.ranks_per_gpu, slot.local_rank},
-                      request.remote_shell};
+                      // The one place a rank's route is chosen: its host's own, else the job's.
+                      request.start.command.empty() ? config_.start : request.start};
     if (remote_ == nullptr) {
       *err = "cannot start a rank on " + slot.hostname + ": this job starts ranks on this machine only";
       return false;

@@ -48,7 +48,7 @@ struct RankRequest {
   RunVars run;
   int round = 0;
   std::vector<std::string> extra_env;
-  std::string remote_shell;  // a remote rank's own template (HostGrant::start_through); "": the job's
+  discovery::StartRoute start;  // its host's own route (HostGrant::start_through); none: the job's
 };
 
 class RankLauncher {

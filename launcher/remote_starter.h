@@ -13,6 +13,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "discovery/start_route.h"
 #include "events/exit_status.h"
 #include "launcher/process/rank_host.h"
 #include "launcher/process/spawner.h"
@@ -38,9 +39,10 @@ struct RemoteRank {
   double grace_s = 5;             // SIGTERM to SIGKILL when the rank is stopped
   HostNetwork network;
   GpuShare gpus;                  // counted and handed out on the host
-  // Its host's own remote-shell template ({host}), instead of the job's (--remote-shell, SSH):
-  // a node of another Slurm allocation. "": the job's.
-  std::string remote_shell;
+  // How its host's agent starts (discovery/start_route.h): the host's own route (a node of
+  // another Slurm allocation, a pool's host) or else the job's (--remote-shell, its allocation's
+  // step); an empty command: SSH. RankLauncher chooses; the starter takes it as it is.
+  discovery::StartRoute start;
 };
 
 class RemoteStarter {

@@ -289,7 +289,10 @@ discovery::HostGrant PoolClient::Granted() const {
     if (h.slots.empty()) continue;
     grant.hosts.push_back({h.name, static_cast<int>(h.slots.size())});
     // A pool inside Slurm: srun in its allocation (a host that is this machine runs locally).
-    if (!h.start_through.empty()) grant.start_through[h.name] = h.start_through;
+    if (!h.start_through.empty()) {
+      grant.start_through[h.name] = {h.start_through, discovery::KindNamed(options_.kinds, h.start_kind),
+                                     /*job_own=*/false};
+    }
   }
   for (const auto& [host, list] : slots_) {
     std::vector<discovery::SlotFacts>& facts = grant.slots[host];

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "discovery/cluster_kind.h"
 #include "discovery/host_source.h"
 #include "control/control.h"
 #include "pool/pool_wire.h"
@@ -45,6 +46,8 @@ struct ClientOptions {
   std::string pool;    // a pool name of this user, or HOST:PORT
   std::string token;   // for HOST:PORT (ETRUN_POOL_TOKEN)
   JoinRequest join;    // name, priority, min/max, pid
+  // The cluster kinds a grant's route may name (Grant::Host::start_kind).
+  std::vector<const discovery::ClusterKind*> kinds;
 };
 
 class PoolClient : public discovery::HostSource {

@@ -147,9 +147,9 @@ class Daemon {
                  state_.hosts().size() == 1 ? "" : "s",
                  options_.discovery_script.empty() ? "" : " (hosts from the discovery script)",
                  options_.name);
-    if (!options_.start_through.empty()) {
+    if (!options_.start_through.command.empty()) {
       spdlog::info("jobs start their ranks on the pool's hosts through `{}` (a job on one of "
-                   "them runs that host's ranks itself)", options_.start_through);
+                   "them runs that host's ranks itself)", options_.start_through.command);
     }
     if (address != "127.0.0.1") {
       spdlog::warn("pool '{}' listens on {}:{}: anyone with its token (`etrun pool token {}`) "

@@ -29,10 +29,10 @@ struct DaemonOptions {
   std::string name;
   std::vector<discovery::HostSlots> hosts;  // -H / --hostfile / a Slurm allocation; empty with a
                                             // discovery script
-  // The remote-shell template ({host}) jobs on other machines start their ranks on every host
-  // through, sent with each grant (Grant::Host::start_through); "": each job's own way (SSH).
-  // Inside a cluster allocation: its kind's step there (discovery::ClusterKind::StartTemplate: srun).
-  std::string start_through;
+  // The route jobs on other machines start their ranks on every host through, sent with each
+  // grant (Grant::Host::start_through and start_kind); none: each job's own way (SSH). Inside a
+  // cluster allocation: its kind's step there (discovery::ClusterKind::Route: srun).
+  discovery::StartRoute start_through;
   std::string discovery_script;
   std::chrono::milliseconds discovery_interval{1000};
   std::chrono::milliseconds discovery_timeout{30000};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "discovery/cluster_kind.h"
 #include "events/schema.h"
 
 namespace etrun::pool {
@@ -48,11 +49,11 @@ const std::string* PoolState::Device(const std::string& host, int slot) const {
   return nullptr;
 }
 
-std::string PoolState::StartThrough(const std::string& host) const {
+discovery::StartRoute PoolState::StartThrough(const std::string& host) const {
   for (const PoolHost& h : hosts_) {
     if (h.name == host) return h.start_through;
   }
-  return "";
+  return {};
 }
 
 std::map<std::string, std::set<int>> PoolState::Busy() const {
@@ -261,7 +262,8 @@ bool PoolState::Sync(const std::string& id, const HostLists& live, int64_t seen,
   Rebalance(now);
   grant->hosts.clear();
   for (const auto& [host, slots] : job.held) {
-    Grant::Host h{host, slots, {}, StartThrough(host)};
+    discovery::StartRoute route = StartThrough(host);
+    Grant::Host h{host, slots, {}, route.command, route.kind != nullptr ? route.kind->words().name : ""};
     for (int slot : slots) {
       const std::string* device = Device(host, slot);
       h.devices.push_back(device != nullptr ? *device : "");
@@ -433,7 +435,7 @@ nlohmann::json PoolState::Status(PoolTime now) const {
   nlohmann::json hosts = nlohmann::json::array();
   for (const PoolHost& h : hosts_) {
     hosts.push_back({{"host", h.name}, {"slots", h.slots}, {"devices", h.devices}});
-    if (!h.start_through.empty()) hosts.back()["start_through"] = h.start_through;
+    if (!h.start_through.command.empty()) hosts.back()["start_through"] = h.start_through.command;
   }
   std::vector<const Job*> order;
   for (const auto& [id, job] : jobs_) order.push_back(&job);

@@ -34,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "discovery/start_route.h"
 #include "pool/allocation.h"
 #include "pool/pool_wire.h"
 
@@ -45,8 +46,9 @@ struct PoolHost {
   std::string name;
   int slots = 0;
   std::vector<std::string> devices;  // GPU ids ("0", a UUID); empty: plain slots
-  std::string start_through{};       // Grant::Host::start_through of its grants (an initializer:
-                                     // {name, slots, devices} stays a complete aggregate)
+  discovery::StartRoute start_through{};  // the route of its grants (Grant::Host::start_through,
+                                          // start_kind; an initializer: {name, slots, devices}
+                                          // stays a complete aggregate)
   bool operator==(const PoolHost&) const = default;
 };
 
@@ -124,7 +126,7 @@ class PoolState {
   void Grow(Job* job, int by, PoolTime now);
   std::map<std::string, std::set<int>> Busy() const;
   const std::string* Device(const std::string& host, int slot) const;
-  std::string StartThrough(const std::string& host) const;  // "" for a host the pool lacks
+  discovery::StartRoute StartThrough(const std::string& host) const;  // none for a host it lacks
   void ReportAllocation();
 
   std::string name_;

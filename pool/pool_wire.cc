@@ -27,6 +27,7 @@ constexpr char kHost[] = "host";
 constexpr char kSlots[] = "slots";
 constexpr char kDevices[] = "devices";
 constexpr char kStartThrough[] = "start_through";
+constexpr char kStartKind[] = "start_kind";
 constexpr char kTarget[] = "target";
 constexpr char kQueued[] = "queued";
 constexpr char kJob[] = "job";
@@ -119,7 +120,7 @@ bool ReadGrantHost(const json& j, Grant::Host* host) {
     if (!Read(d, &device)) return false;
     host->devices.push_back(std::move(device));
   }
-  return Optional(j, kStartThrough, &host->start_through);
+  return Optional(j, kStartThrough, &host->start_through) && Optional(j, kStartKind, &host->start_kind);
 }
 
 }  // namespace
@@ -203,6 +204,7 @@ json GrantToJson(const Grant& grant) {
   for (const Grant::Host& h : grant.hosts) {
     json host = {{kHost, h.name}, {kSlots, h.slots}, {kDevices, h.devices}};
     if (!h.start_through.empty()) host[kStartThrough] = h.start_through;
+    if (!h.start_kind.empty()) host[kStartKind] = h.start_kind;
     hosts.push_back(std::move(host));
   }
   return {{kHosts, hosts}, {kTarget, grant.target}, {kQueued, grant.queued}, {kVersion, grant.version}};

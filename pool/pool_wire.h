@@ -6,7 +6,8 @@
 //                                       "held": HostLists, "releasing": [Releasing]}
 //                         JoinReply    {"id", "version"}
 //   POST /jobs/ID/sync    SyncRequest  {"live": HostLists, "seen"}
-//                         Grant        {"hosts": [{"host", "slots", "devices", "start_through"}],
+//                         Grant        {"hosts": [{"host", "slots", "devices", "start_through",
+//                                                  "start_kind"}],
 //                                       "target", "queued", "version"}
 //   POST /priority        PriorityRequest {"job", "priority"}
 //   DELETE /jobs/ID, POST /priority, POST /stop: {"ok": true}
@@ -83,6 +84,9 @@ struct Grant {
     // (a pool inside Slurm: srun in the pool's allocation); "": its own way (SSH). Optional on
     // the wire, written only when set.
     std::string start_through{};
+    // The cluster kind whose step start_through runs (ClusterWords::name: "slurm"), so the job
+    // takes the route as that kind's without guessing; "": a plain remote shell. Optional too.
+    std::string start_kind{};
   };
   std::vector<Host> hosts;
   int target = 0;

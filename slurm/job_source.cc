@@ -32,7 +32,8 @@ std::string QueueCommand(const std::string& job, const std::string& grow_name) {
   return cmd;
 }
 
-discovery::HostGrant GrantFromQueue(const discovery::ScriptResult& result, const std::string& job,
+discovery::HostGrant GrantFromQueue(const discovery::ScriptResult& result,
+                                    const discovery::ClusterKind& kind, const std::string& job,
                                     const std::vector<discovery::HostSlots>& own) {
   discovery::HostGrant grant;
   grant.errors = result.errors;
@@ -85,7 +86,7 @@ discovery::HostGrant GrantFromQueue(const discovery::ScriptResult& result, const
     for (const std::string& node : other.nodes) {
       if (!listed.insert(node).second) continue;
       grant.hosts.push_back({node, default_slots});
-      grant.start_through[node] = SrunTemplate(std::to_string(id));
+      grant.start_through[node] = kind.Route(std::to_string(id), /*job_own=*/false);
     }
   }
   discovery::CapSlots(&grant.hosts, &grant.warnings);
@@ -95,7 +96,7 @@ discovery::HostGrant GrantFromQueue(const discovery::ScriptResult& result, const
 
 void JobHostSource::Poll(std::function<void(discovery::HostGrant)> done) {
   runner_->Run([this, done = std::move(done)](discovery::ScriptResult result) {
-    discovery::HostGrant grant = GrantFromQueue(result, job_, own_);
+    discovery::HostGrant grant = GrantFromQueue(result, *kind_, job_, own_);
     if (!grant.ok && !answered_) {
       // Before any answer the environment's hosts stand in (squeue may not be reachable yet).
       spdlog::warn("{}: running on the allocation's nodes as the environment lists them",

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "discovery/cluster_kind.h"
 #include "discovery/host_source.h"
 #include "discovery/script_runner.h"
 
@@ -22,17 +23,20 @@ std::string QueueCommand(const std::string& job, const std::string& grow_name);
 // A grant from QueueCommand's run. The own job's nodes come first, in Slurm's order, with the
 // slots `own` gives them (a node not in `own`: the first node's slots); then the other jobs'
 // nodes not already listed, by job id, with the first node's slots, each started through its
-// job's SrunTemplate. The own job missing, or not running, is a failure.
-discovery::HostGrant GrantFromQueue(const discovery::ScriptResult& result, const std::string& job,
+// job's route of `kind` (ClusterKind::Route: srun in that job). The own job missing, or not
+// running, is a failure.
+discovery::HostGrant GrantFromQueue(const discovery::ScriptResult& result,
+                                    const discovery::ClusterKind& kind, const std::string& job,
                                     const std::vector<discovery::HostSlots>& own);
 
 class JobHostSource : public discovery::HostSource {
  public:
   // `runner` runs QueueCommand(job, grow_name) and must outlive the source; `own` is the
-  // allocation as the environment described it at the start (slurm/allocation.h).
-  JobHostSource(discovery::ScriptRunner* runner, std::string job,
-                std::vector<discovery::HostSlots> own)
-      : runner_(runner), job_(std::move(job)), own_(std::move(own)) {}
+  // allocation as the environment described it at the start (slurm/allocation.h); `kind` (Slurm)
+  // makes the routes of the other jobs' nodes.
+  JobHostSource(const discovery::ClusterKind* kind, discovery::ScriptRunner* runner,
+                std::string job, std::vector<discovery::HostSlots> own)
+      : kind_(kind), runner_(runner), job_(std::move(job)), own_(std::move(own)) {}
   void Poll(std::function<void(discovery::HostGrant)> done) override;
   void Stop() override { runner_->Stop(); }
   discovery::HostSourceTraits traits() const override {
@@ -42,6 +46,7 @@ class JobHostSource : public discovery::HostSource {
   }
 
  private:
+  const discovery::ClusterKind* kind_;
   discovery::ScriptRunner* runner_;
   std::string job_;
   std::vector<discovery::HostSlots> own_;

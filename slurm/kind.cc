@@ -31,7 +31,7 @@ std::string SlurmKind::PollCommand(const std::string& id, const std::string& gro
 
 std::unique_ptr<discovery::HostSource> SlurmKind::Follow(
     discovery::ScriptRunner* runner, const discovery::ClusterAllocation& own) const {
-  return std::make_unique<JobHostSource>(runner, own.id, own.hosts);
+  return std::make_unique<JobHostSource>(this, runner, own.id, own.hosts);
 }
 
 }  // namespace etrun::slurm

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "discovery/cluster_kind.h"
 #include "launcher/agent/agent.h"
 #include "launcher/agent/agent_bootstrap.h"
 #include "launcher/agent/rank_command.h"
@@ -63,9 +64,8 @@ bool StartRemoteShell(const std::string& command_line, const std::vector<std::st
 
 }  // namespace
 
-AgentStarter::AgentStarter(const JobConfig& config, std::vector<std::string> environment,
-                           std::vector<const discovery::ClusterKind*> kinds)
-    : config_(config), environment_(std::move(environment)), kinds_(std::move(kinds)) {
+AgentStarter::AgentStarter(const JobConfig& config, std::vector<std::string> environment)
+    : config_(config), environment_(std::move(environment)) {
   // This machine's CUDA_VISIBLE_DEVICES names its GPUs, never another host's: a remote shell that
   // passes its environment on (srun does) must not make a host's agent take it for its own.
   std::erase_if(environment_, [](const std::string& kv) { return kv.starts_with("CUDA_VISIBLE_DEVICES="); });
@@ -101,7 +101,7 @@ AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
     hosts_.erase(found);
   }
   Host& host = hosts_[rank.host];
-  const std::string& shell = rank.remote_shell.empty() ? config_.remote_shell : rank.remote_shell;
+  const std::string& shell = rank.start.command;
   AgentOptions agent;
   agent.host = rank.host;
   agent.grace_s = config_.grace_period_s;
@@ -119,8 +119,8 @@ AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
   // the whole job, as when it signals the batch shell; a node of an allocation it grew onto
   // ending is no stop, and neither is one pod of a remote shell being terminated (its host is
   // lost instead).
-  const discovery::ClusterKind* kind = discovery::KindStarting(kinds_, shell);
-  options.pass_term = kind != nullptr && kind->words().term_stops_job && rank.remote_shell.empty();
+  const discovery::ClusterKind* kind = rank.start.kind;
+  options.pass_term = kind != nullptr && kind->words().term_stops_job && rank.start.job_own;
   AgentTransport transport;
   std::string err;
   if (!shell.empty()) {

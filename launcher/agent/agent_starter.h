@@ -1,7 +1,8 @@
 // AgentStarter: the RemoteStarter of etrun's remote ranks. Each remote host gets one agent
 // (agent.h) on its first rank, reached over one connection: SSH (libssh2, launcher/ssh/ssh_host.h)
-// or, with --remote-shell or a host's own template (RemoteRank::remote_shell: a node of another
-// cluster allocation, a pool's host), one run of that command (launcher/ssh/remote_shell.h). The
+// or, with a route (RemoteRank::start: --remote-shell, the allocation's step, or a host's own: a
+// node of another cluster allocation, a pool's host), one run of that command
+// (launcher/ssh/remote_shell.h). The
 // connection runs the bootstrap (agent_bootstrap.h), which brings this etrun along when the host
 // has none. Every later rank on the host, signal and fence is a frame to that agent
 // (agent_link.h). Loop thread only; must outlive the job's ranks.
@@ -13,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "discovery/cluster_kind.h"
 #include "launcher/agent/agent_link.h"
 #include "launcher/job_config.h"
 #include "launcher/remote_starter.h"
@@ -23,13 +23,12 @@ namespace etrun::launcher::agent {
 
 class AgentStarter : public RemoteStarter {
  public:
-  // Reads the SSH flags, --remote-shell, --lost-host-timeout and --grace-period of `config`,
-  // which must outlive the starter. `environment` is what remote shells run with, less
-  // CUDA_VISIBLE_DEVICES (this machine's GPUs). A remote shell that runs one of `kinds`' steps
-  // (srun) is that cluster's: its messages say so, and the job's own allocation's agents pass the
-  // cluster's SIGTERM on (discovery/cluster_kind.h).
-  AgentStarter(const JobConfig& config, std::vector<std::string> environment,
-               std::vector<const discovery::ClusterKind*> kinds = {});
+  // Reads the SSH flags, --lost-host-timeout and --grace-period of `config`, which must outlive
+  // the starter. `environment` is what remote shells run with, less CUDA_VISIBLE_DEVICES (this
+  // machine's GPUs). A rank's route (RemoteRank::start) says how its host's agent starts: a route
+  // of a cluster kind's is that cluster's step (its messages say so), and the job's own
+  // allocation's agents pass the cluster's SIGTERM on.
+  AgentStarter(const JobConfig& config, std::vector<std::string> environment);
   ~AgentStarter() override;
 
   void Attach(boost::asio::io_context* io, RankHostEvents* events) override;
@@ -51,7 +50,6 @@ class AgentStarter : public RemoteStarter {
 
   const JobConfig& config_;
   std::vector<std::string> environment_;
-  std::vector<const discovery::ClusterKind*> kinds_;
   boost::asio::io_context* io_ = nullptr;
   RankHostEvents* events_ = nullptr;
   AgentImage image_;

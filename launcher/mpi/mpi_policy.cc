@@ -154,7 +154,7 @@ bool MpiPolicy::ChooseNetwork(const std::vector<discovery::HostSlots>& hosts, Mp
   discovery::ListenChoice listen;
   std::string err;
   if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/true, {},
-                                      !config.remote_shell.empty(), directory.interfaces(),
+                                      !config.start.command.empty(), directory.interfaces(),
                                       &listen, &err)) {
     *result = {kExitUsage, err};
     return false;

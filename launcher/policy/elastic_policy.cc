@@ -115,7 +115,7 @@ bool ElasticPolicy::ChooseNetwork(JobResult* result) {
   discovery::ListenChoice listen;
   std::string err;
   if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/false, {},
-                                      !config.remote_shell.empty(),
+                                      !config.start.command.empty(),
                                       context_->host_directory().interfaces(), &listen, &err)) {
     *result = {kExitUsage, err};
     return false;
@@ -472,7 +472,7 @@ bool ElasticPolicy::Start(const rendezvous::SlotInfo& slot, int round,
   // The facts of the hosts the driver plans with are its grant's own (HostGrant: one value).
   const discovery::HostGrant& grant = driver_->grant();
   if (auto through = grant.start_through.find(slot.hostname); through != grant.start_through.end()) {
-    request.remote_shell = through->second;
+    request.start = through->second;
   }
   // The slot's facts from its source (a pool's slot name and GPU) and the GPUs the rank sees:
   // with --gpus-per-rank the RankLauncher sets them; else ranks permuted on this host (rank 0

@@ -43,7 +43,7 @@ bool PlanStaticJob(const JobConfig& config, discovery::HostDirectory* hosts, Sta
   }
   discovery::ListenChoice listen;
   if (!discovery::ChooseListenAddress(config.network_interfaces, /*hosts_known=*/true,
-                                      p.remote_hosts, !config.remote_shell.empty(),
+                                      p.remote_hosts, !config.start.command.empty(),
                                       hosts->interfaces(), &listen, err)) {
     return false;
   }

@@ -29,9 +29,11 @@ TEST_CASE("inside an allocation a job takes its nodes, its slots as -np, and sru
   CHECK(c.host_list == std::vector<discovery::HostSlots>{{"h1", 2}, {"h2", 2}});
   CHECK(discovery::FormatHosts(c.host_list) == "h1:2,h2:2");
   CHECK(c.num_proc == 4);
-  CHECK(c.remote_shell == slurm::SrunTemplate("7"));
-  CHECK(c.remote_shell ==
+  CHECK(c.start.command == slurm::SrunTemplate("7"));
+  CHECK(c.start.command ==
         "srun --overlap --jobid=7 --nodes=1 --ntasks=1 --nodelist={host} --quiet");
+  CHECK(c.start.kind == &slurm::kKind);  // the job's own allocation: Slurm's SIGTERM stops it
+  CHECK(c.start.job_own);
   REQUIRE(Parse({"-np", "3", "--min-np", "2", "python3", "train.py"}, &c).exit_code == -1);
   CHECK(c.num_proc == 3);  // -np still wins; elastic over the allocation
   CHECK(c.host_list.size() == 2);
@@ -41,16 +43,16 @@ TEST_CASE("hosts given, --ignore-slurm, --mpi or a remote shell of one's own lea
   JobConfig c;
   REQUIRE(Parse({"-np", "2", "-H", "a:2", "python3", "t.py"}, &c).exit_code == -1);
   CHECK(c.cluster_job.empty());
-  CHECK(c.remote_shell.empty());
+  CHECK(c.start.command.empty());
   CHECK(c.host_list == std::vector<discovery::HostSlots>{{"a", 2}});
   ParseOutcome o = Parse({"--ignore-slurm", "python3", "t.py"}, &c);
   CHECK(o.exit_code == 2);  // -np is required again, as outside an allocation
   CHECK(o.err.find("-np") != std::string::npos);
   REQUIRE(Parse({"--mpi", "python3", "t.py"}, &c).exit_code == -1);
   CHECK(c.cluster_job == "7");
-  CHECK(c.remote_shell.empty());  // mpirun knows the allocation itself
+  CHECK(c.start.command.empty());  // mpirun knows the allocation itself
   REQUIRE(Parse({"--remote-shell", "ssh {host}", "python3", "t.py"}, &c).exit_code == -1);
-  CHECK(c.remote_shell == "ssh {host}");
+  CHECK(c.start == discovery::StartRoute{"ssh {host}", nullptr, true});
   REQUIRE(Parse({"-np", "1", "python3", "t.py"}, &c, {}).exit_code == -1);
   CHECK(c.cluster_job.empty());
 }
@@ -96,7 +98,7 @@ TEST_CASE("another kind beside Slurm is read through the same interface, with it
   CHECK(c.cluster_job == "f9");
   CHECK(c.host_list == std::vector<discovery::HostSlots>{{"a", 2}, {"b", 1}});
   CHECK(c.num_proc == 3);
-  CHECK(c.remote_shell == "flux run --jobid=f9 --requires=host:{host}");
+  CHECK(c.start == discovery::StartRoute{"flux run --jobid=f9 --requires=host:{host}", &flux, true});
   JobConfig ignored;
   ignored.ignore_clusters = {"flux"};
   REQUIRE(UseClusterAllocation(kinds, t, env, &ignored, &err));

@@ -30,8 +30,10 @@ TEST_CASE("a pool inside an allocation takes its nodes and starts jobs' ranks th
                         {"SLURM_JOB_ID=12", "SLURM_JOB_NODELIST=h[1-3]", "SLURM_TASKS_PER_NODE=1(x3)"},
                         &o, &cluster, &err));
   CHECK(o.hosts == std::vector<discovery::HostSlots>{{"h1", 1}, {"h2", 1}, {"h3", 1}});
-  CHECK(o.start_through == "srun --overlap --jobid=12 --nodes=1 --ntasks=1 --nodelist={host} --quiet");
-  CHECK(o.start_through == slurm::SrunTemplate("12"));
+  CHECK(o.start_through.command == "srun --overlap --jobid=12 --nodes=1 --ntasks=1 --nodelist={host} --quiet");
+  CHECK(o.start_through.command == slurm::SrunTemplate("12"));
+  CHECK(o.start_through.kind == &slurm::kKind);  // sent with its kind: jobs need not guess it
+  CHECK_FALSE(o.start_through.job_own);
   CHECK(cluster.gpus_per_node == 0);
   CHECK(cluster.kind == &slurm::kKind);
   CHECK(cluster.job == "12");
@@ -94,7 +96,7 @@ TEST_CASE("a pool outside an allocation, or in one it cannot read, is one line s
                             &cluster, &err));
   CHECK(err.starts_with("pool start gpus inside Slurm allocation 9: SLURM_JOB_NODELIST="));
   CHECK(o.hosts == std::vector<discovery::HostSlots>{{"kept", 1}});  // unchanged
-  CHECK(o.start_through.empty());
+  CHECK(o.start_through.command.empty());
 }
 
 }  // namespace etrun::cli

@@ -23,7 +23,7 @@ TEST_CASE("the first kind whose allocation the environment is inside is the one"
   CHECK(KindInside({}, {"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=h1"}) == nullptr);
 }
 
-TEST_CASE("a template is a kind's step when its program is the kind's, by the path's last part") {
+TEST_CASE("the user's --remote-shell is a kind's step when its program is the kind's, by the path's last part") {
   FakeClusterKind flux;
   const std::vector<const ClusterKind*> kinds = {&slurm::kKind, &flux};
   const struct {
@@ -43,8 +43,41 @@ TEST_CASE("a template is a kind's step when its program is the kind's, by the pa
   };
   for (const auto& row : table) {
     CAPTURE(row.remote_shell);
-    CHECK(KindStarting(kinds, row.remote_shell) == row.kind);
+    StartRoute route = UserRoute(kinds, row.remote_shell);
+    CHECK(route.kind == row.kind);
+    CHECK(route.command == row.remote_shell);
+    CHECK(route.job_own == !row.remote_shell.empty());
   }
+}
+
+TEST_CASE("a kind's route is its template, with the kind, for the job's own allocation or another") {
+  CHECK(slurm::kKind.Route("7", true) == StartRoute{slurm::kKind.StartTemplate("7"), &slurm::kKind, true});
+  CHECK_FALSE(slurm::kKind.Route("8", false).job_own);
+  FakeClusterKind flux;
+  CHECK(KindNamed({&slurm::kKind, &flux}, "slurm") == &slurm::kKind);
+  CHECK(KindNamed({&slurm::kKind, &flux}, flux.words().name) == &flux);
+  CHECK(KindNamed({&slurm::kKind}, "pbs") == nullptr);
+}
+
+TEST_CASE("the allocation etrun runs inside is read once, unless its kind is ignored") {
+  const std::vector<const ClusterKind*> kinds = {&slurm::kKind};
+  const ClusterKind* kind = nullptr;
+  ClusterAllocation allocation;
+  std::string err;
+  REQUIRE(FindAllocation(kinds, {"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=h[1-2]", "SLURM_TASKS_PER_NODE=4(x2)"},
+                         {}, &kind, &allocation, &err));
+  CHECK(kind == &slurm::kKind);
+  CHECK(allocation.id == "7");
+  CHECK(allocation.hosts.size() == 2);
+  REQUIRE(FindAllocation(kinds, {"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=h1"}, {"slurm"}, &kind,
+                         &allocation, &err));
+  CHECK(kind == nullptr);
+  REQUIRE(FindAllocation(kinds, {"PATH=/bin"}, {}, &kind, &allocation, &err));
+  CHECK(kind == nullptr);
+  CHECK_FALSE(FindAllocation(kinds, {"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=h[1-"}, {}, &kind,
+                             &allocation, &err));
+  CHECK(kind == &slurm::kKind);
+  CHECK(err.starts_with("inside Slurm allocation 7: "));
 }
 
 }  // namespace

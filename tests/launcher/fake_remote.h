@@ -39,7 +39,7 @@ class FakeRemote : public RemoteStarter, public RankHost {
     }
     spec->remote_host = this;
     spec->remote_command =
-        agent::RankCommand(rank, config_->remote_shell.empty() && rank.remote_shell.empty());
+        agent::RankCommand(rank, rank.start.command.empty());
     return true;
   }
   bool Unreachable(const std::string& host, const ExitStatus&) const override {

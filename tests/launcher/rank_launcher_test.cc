@@ -245,15 +245,19 @@ TEST_CASE("with --remote-shell a host's agent starts through the command, {host}
   // the command passes them on as arguments (kubectl) or as one line to parse again (ssh).
   CHECK(RemoteShellCommand("kubectl exec -i {host} -n ns --", "127.0.0.2") ==
         "exec kubectl exec -i '127.0.0.2' -n ns -- sh -s");
-  // A rank's own template (a node of another allocation) reaches the starter with the rank.
+  // A rank's own route (a node of another allocation) reaches the starter with the rank; a rank
+  // with none gets the job's (--remote-shell, the allocation's step): the one place they meet.
   Fixture f;
+  f.config.start = {"kubectl exec -i {host} --", nullptr, true};
   RankRequest request = Fixture::Request("127.0.0.2", 2, 0);
-  request.remote_shell = "srun --overlap --nodelist={host}";
+  request.start = {"srun --overlap --nodelist={host}", nullptr, false};
   LaunchSpec spec;
   std::string err;
   REQUIRE(f.Launcher().Plan(request, &spec, &err));
-  REQUIRE(f.remote.planned.size() == 1);
-  CHECK(f.remote.planned[0].remote_shell == "srun --overlap --nodelist={host}");
+  REQUIRE(f.Launcher().Plan(Fixture::Request("127.0.0.2", 3, 1), &spec, &err));
+  REQUIRE(f.remote.planned.size() == 2);
+  CHECK(f.remote.planned[0].start == discovery::StartRoute{"srun --overlap --nodelist={host}", nullptr, false});
+  CHECK(f.remote.planned[1].start == f.config.start);
   std::string unused;
   CHECK(CheckRemoteShell("ssh -p 2222 {host}", &unused));
   CHECK_FALSE(CheckRemoteShell("kubectl exec -i pod --", &unused));

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include "events/schema.h"
+#include "slurm/kind.h"
 
 using etrun::pool::Book;
 using etrun::pool::Grant;
@@ -196,7 +197,8 @@ TEST_CASE("pool: each grant says how its hosts' ranks start; the status shows it
   PoolState pool("p", 1, 0ms, [](const char*, nlohmann::json) {});
   PoolTime t{};
   const std::string srun = "srun --overlap --jobid=7 --nodes=1 --ntasks=1 --nodelist={host} --quiet";
-  pool.SetHosts({{"h1", 1, {}, srun}, {"h2", 1, {}, srun}, {"h3", 1, {}, ""}}, t);
+  const etrun::discovery::StartRoute route{srun, &etrun::slurm::kKind, false};
+  pool.SetHosts({{"h1", 1, {}, route}, {"h2", 1, {}, route}, {"h3", 1, {}, {}}}, t);
   std::string err;
   FakeJob job{pool.Join(Request("job", 1, 3), t, &err), {}, {}};
   job.Sync(&pool, t);
@@ -204,6 +206,7 @@ TEST_CASE("pool: each grant says how its hosts' ranks start; the status shows it
   for (const Grant::Host& h : job.grant.hosts) {
     CAPTURE(h.name);
     CHECK(h.start_through == (h.name == "h3" ? "" : srun));
+    CHECK(h.start_kind == (h.name == "h3" ? "" : "slurm"));
   }
   nlohmann::json hosts = pool.Status(t)["hosts"];
   CHECK(hosts[0]["start_through"] == srun);

@@ -255,20 +255,23 @@ TEST_CASE("pool wire: a grant goes both ways, hosts in the pool's order") {
 }
 
 TEST_CASE("pool wire: a host's start_through (a pool inside Slurm) is sent only when set") {
-  // Given a grant whose first host starts ranks through srun, only that host carries the field;
-  // a grant from a pool that sends none reads as the job's own way ("").
+  // Given a grant whose first host starts ranks through srun, only that host carries the fields
+  // (the template and its kind); a grant from a pool that sends none reads as the job's own way ("").
   Grant g;
-  g.hosts = {{"h1", {0}, {""}, "srun --jobid=7 --nodelist={host}"}, {"h2", {0}, {""}, ""}};
+  g.hosts = {{"h1", {0}, {""}, "srun --jobid=7 --nodelist={host}", "slurm"}, {"h2", {0}, {""}, ""}};
   json j = wire::GrantToJson(g);
   CHECK(j["hosts"].dump() ==
-        R"([{"devices":[""],"host":"h1","slots":[0],"start_through":"srun --jobid=7 --nodelist={host}"},)"
+        R"([{"devices":[""],"host":"h1","slots":[0],"start_kind":"slurm",)"
+        R"("start_through":"srun --jobid=7 --nodelist={host}"},)"
         R"({"devices":[""],"host":"h2","slots":[0]}])");
   Grant back;
   std::string err;
   REQUIRE(wire::GrantFromJson(j, &back, &err));
   REQUIRE(back.hosts.size() == 2);
   CHECK(back.hosts[0].start_through == "srun --jobid=7 --nodelist={host}");
+  CHECK(back.hosts[0].start_kind == "slurm");
   CHECK(back.hosts[1].start_through.empty());
+  CHECK(back.hosts[1].start_kind.empty());
 }
 
 TEST_CASE("pool wire: a malformed grant is refused and says which part is bad") {

@@ -74,7 +74,8 @@ TEST_CASE("an elastic job follows its allocation as squeue has it, with its firs
   source->Poll([&](discovery::HostGrant g) { grant = std::move(g); });
   REQUIRE(grant.ok);
   CHECK(grant.hosts == std::vector<discovery::HostSlots>{{"h1", 2}, {"h3", 2}});
-  CHECK(grant.start_through == std::map<std::string, std::string>{{"h3", SrunTemplate("13")}});
+  CHECK(grant.start_through == std::map<std::string, discovery::StartRoute>{
+                                   {"h3", {SrunTemplate("13"), &kKind, /*job_own=*/false}}});
   CHECK(source->traits().forget_departed);
 }
 
