@@ -68,6 +68,11 @@ void HostManager::Blacklist(const std::string& host, TimePoint now) {
                                  std::chrono::duration<double>(delay));
 }
 
+bool HostManager::Departed(const std::string& host) const {
+  return forget_departed_ && std::none_of(discovered_.begin(), discovered_.end(),
+                                          [&host](const HostSlots& h) { return h.name == host; });
+}
+
 std::vector<HostSlots> HostManager::Available() const {
   std::vector<HostSlots> out;
   for (const std::string& name : order_) {

@@ -53,6 +53,9 @@ class HostManager {
   int AvailableSlots() const;
 
   bool IsBlacklisted(const std::string& host) const;
+  // Whether `host` left for good: it is not in the last list and departed hosts are forgotten
+  // (set_forget_departed). Blacklisting it would be forgotten at once: there is nothing to do.
+  bool Departed(const std::string& host) const;
   // When a blacklisted host may come back; nullopt if never (or not blacklisted).
   std::optional<TimePoint> CooldownEnd(const std::string& host) const;
 

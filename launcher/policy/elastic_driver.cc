@@ -346,7 +346,7 @@ void ElasticDriver::Decide(TimePoint now) {
     return Stop(EndingCode(), "every rank failed; last: " + last_failure_ + EarlierFailure("; first: "));
   }
   for (const SlotKey& key : failed) {
-    if (hosts_->IsBlacklisted(key.first)) continue;
+    if (hosts_->IsBlacklisted(key.first) || hosts_->Departed(key.first)) continue;
     spdlog::warn("blacklisting host {} after {} failed", key.first, Describe(key));
     BlacklistHost(key.first, "worker " + Describe(key) + " failed", now);
     for (const SlotKey& other : workers_->RunningSlots()) {

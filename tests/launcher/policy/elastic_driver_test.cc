@@ -865,3 +865,25 @@ TEST_CASE("workers started ahead for a plan that changed leave none of their key
   CHECK_FALSE(job.store.Get("global", "2").has_value());  // c and d start afresh for round 2
   CHECK(job.StartedNames().size() == 7);
 }
+
+TEST_CASE("a lost host that left for good is not blacklisted again when its worker's exit is decided") {
+  // Seen in test_slurm under load: h3 set DOWN was blacklisted as unreachable, left the
+  // allocation (its blacklist forgotten, as a source that forgets departed hosts says), and its
+  // worker's late failure blacklisted it a second time. A host that is gone is past blacklisting.
+  etrun::events::EventLog events;
+  events.Capture();
+  Job job;
+  job.hosts.set_forget_departed(true);
+  job.driver.set_events(&events);
+  job.Discover("a:1\nb:1\n");
+  job.driver.OnHostUnreachable("b", job.now);
+  job.Discover("a:1\n");
+  job.Exit("b", 0, 255);
+  job.Ready("a", 0);
+  std::vector<std::string> reasons;
+  for (const auto& e : events.captured()) {
+    if (e["event"] == "host_blacklisted") reasons.push_back(e["host"].get<std::string>() + ": " + e["reason"].get<std::string>());
+  }
+  CHECK(reasons == std::vector<std::string>{"b: cannot be reached"});
+  CHECK(job.driver.assignment().size() == 1);
+}
