@@ -49,7 +49,7 @@ void JobPolicy::OnUserSignal(int sig) {
 }
 
 void JobPolicy::OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) {
-  respond(404, {{"error", "unknown request " + request.method + " " + request.target}});
+  respond(404, control::ErrorToJson("unknown request " + request.method + " " + request.target));
 }
 
 Runtime::Runtime(const JobConfig& config, std::vector<std::string> environment,

@@ -187,8 +187,8 @@ control::JobStatus StaticPolicy::Status() const {
 
 void StaticPolicy::OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) {
   if (request.method == "POST" && request.target == "/scale") {
-    return respond(409, {{"error", "a static job cannot be scaled: start it with --min-np or "
-                                   "--host-discovery-script to make it elastic"}});
+    return respond(409, control::ErrorToJson("a static job cannot be scaled: start it with --min-np "
+                                             "or --host-discovery-script to make it elastic"));
   }
   JobPolicy::OnControl(request, std::move(respond));
 }
