@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -18,22 +20,39 @@
 #include "discovery/host_slots.h"
 #include "cli/verb_common.h"
 #include "control/control.h"
+#include "control/control_wire.h"
 
 namespace etrun::cli {
 
 namespace {
 
-// A rank's pid for the table; "-" for a rank on another host (null: its agent's process there).
-std::string PidText(const nlohmann::json& rank) {
-  auto pid = rank.find("pid");
-  return pid != rank.end() && pid->is_number() ? std::to_string(pid->get<long>()) : "-";
-}
-
 using control::JobEntry;
+using control::JobStatus;
+using control::RankStatus;
 using nlohmann::json;
 
-// GET /status of a job. Returns false and sets *err.
-bool FetchStatus(const JobEntry& job, json* status, std::string* err) {
+// A table cell: the number, or `none` for null.
+std::string OrNone(const std::optional<int>& n, const char* none) {
+  return n ? std::to_string(*n) : none;
+}
+
+// The table's cells of a rank: "-" for no rank (mpirun's row, an elastic worker between rounds)
+// and for no pid on this machine (a rank on another host: its agent's process there).
+std::vector<std::string> RankRow(const RankStatus& r) {
+  const int* label = std::get_if<int>(&r.label);
+  return {r.rank && *r.rank >= 0 ? std::to_string(*r.rank) : "-",
+          label != nullptr ? std::to_string(*label) : std::get<std::string>(r.label),
+          r.host,
+          OrNone(r.local_rank, "-"),
+          r.pid > 0 ? std::to_string(r.pid) : "-",
+          r.state,
+          std::to_string(r.restarts),
+          Duration(r.uptime_s)};
+}
+
+// GET /status of a job: the document as the job sent it (what --json prints). Returns false and
+// sets *err.
+bool FetchStatus(const JobEntry& job, json* document, std::string* err) {
   std::string reply;
   int code = control::ControlRequest(job, "GET", "/status", "", &reply, err);
   if (code == 0) return false;
@@ -41,12 +60,31 @@ bool FetchStatus(const JobEntry& job, json* status, std::string* err) {
     *err = fmt::format("job '{}' answered {}: {}", job.job, code, reply);
     return false;
   }
-  *status = json::parse(reply, nullptr, false);
-  if (status->is_discarded()) {
+  *document = json::parse(reply, nullptr, false);
+  if (document->is_discarded()) {
     *err = "job '" + job.job + "' sent a malformed status";
     return false;
   }
   return true;
+}
+
+// A status document read; a field the job did not send shows as the table always showed it
+// (the job's registry name, state "?", zero). Returns false and sets *err.
+bool ReadStatus(const JobEntry& job, const json& document, JobStatus* status, std::string* err) {
+  *status = JobStatus{};
+  status->job = job.job;
+  status->state = "?";
+  std::string why;
+  if (!control::JobStatusFromJson(document, status, &why)) {
+    *err = "job '" + job.job + "' sent a malformed status: " + why;
+    return false;
+  }
+  return true;
+}
+
+bool FetchStatus(const JobEntry& job, JobStatus* status, std::string* err) {
+  json document;
+  return FetchStatus(job, &document, err) && ReadStatus(job, document, status, err);
 }
 
 }  // namespace
@@ -60,34 +98,29 @@ int StatusMain(int argc, char** argv) {
   if (int code = Parse(app, argc, argv); code >= 0) return code;
   JobEntry job;
   std::string err;
-  json status;
-  if (!control::FindJob(name, &job, &err) || !FetchStatus(job, &status, &err)) return Error(err, 1);
+  json document;
+  JobStatus status;
+  if (!control::FindJob(name, &job, &err) || !FetchStatus(job, &document, &err)) return Error(err, 1);
   if (as_json) {
-    std::cout << status.dump(2) << "\n";
+    std::cout << document.dump(2) << "\n";
     return 0;
   }
-  std::string size = std::to_string(status.value("world_size", 0));
-  if (status.value("elastic", false)) {
-    size += fmt::format(" (np {}, min {}, max {})", Text(status["np"]), Text(status["min_np"]),
-                        status["max_np"].is_null() ? "none" : Text(status["max_np"]));
+  if (!ReadStatus(job, document, &status, &err)) return Error(err, 1);
+  std::string size = std::to_string(status.world_size);
+  if (status.elastic) {
+    size += fmt::format(" (np {}, min {}, max {})", status.np, OrNone(status.min_np, "-"),
+                        OrNone(status.max_np, "none"));
   }
-  std::cout << Table({{"Name:", status.value("job", job.job)},
-                      {"State:", status.value("state", "?")},
-                      {"Duration:", Duration(status.value("duration_s", 0.0))},
+  std::cout << Table({{"Name:", status.job},
+                      {"State:", status.state},
+                      {"Duration:", Duration(status.duration_s)},
                       {"World size:", size},
-                      {"Resets:", std::to_string(status.value("resets", 0))},
-                      {"Pid:", std::to_string(status.value("pid", 0))}})
+                      {"Resets:", std::to_string(status.resets)},
+                      {"Pid:", std::to_string(status.pid)}})
             << "\n";
   std::vector<std::vector<std::string>> rows = {
       {"RANK", "LABEL", "HOST", "LOCAL", "PID", "STATE", "RESTARTS", "UPTIME"}};
-  for (const json& r : status.value("ranks", json::array())) {
-    rows.push_back({r.value("rank", -1) < 0 ? "-" : std::to_string(r.value("rank", -1)),
-                    std::to_string(r.value("label", 0)), r.value("host", ""),
-                    std::to_string(r.value("local_rank", 0)),
-                    PidText(r),
-                    r.value("state", ""), std::to_string(r.value("restarts", 0)),
-                    Duration(r.value("uptime_s", 0.0))});
-  }
+  for (const RankStatus& r : status.ranks) rows.push_back(RankRow(r));
   std::cout << Table(rows);
   return 0;
 }
@@ -103,16 +136,21 @@ int ListMain(int argc, char** argv) {
   json out = json::array();
   std::vector<std::vector<std::string>> rows = {{"NAME", "STATE", "SIZE", "DURATION", "PID"}};
   for (const JobEntry& job : jobs) {
-    json status;
+    json document;
+    JobStatus status;
     std::string why;
-    if (!FetchStatus(job, &status, &why)) {
-      status = {{"job", job.job}, {"state", "unreachable"}, {"pid", job.pid}};
+    if (!FetchStatus(job, &document, &why)) {
+      out.push_back(control::UnreachableToJson(job.job, job.pid));
+      rows.push_back({job.job, control::kUnreachable, "-", "-", std::to_string(job.pid)});
+      continue;
     }
-    out.push_back(status);
-    rows.push_back({job.job, status.value("state", "?"),
-                    status.contains("world_size") ? std::to_string(status.value("world_size", 0)) : "-",
-                    status.contains("duration_s") ? Duration(status.value("duration_s", 0.0)) : "-",
-                    std::to_string(job.pid)});
+    out.push_back(document);
+    if (!ReadStatus(job, document, &status, &why)) {
+      rows.push_back({job.job, "?", "-", "-", std::to_string(job.pid)});
+      continue;
+    }
+    rows.push_back({job.job, status.state, std::to_string(status.world_size),
+                    Duration(status.duration_s), std::to_string(job.pid)});
   }
   if (as_json) {
     std::cout << out.dump(2) << "\n";
@@ -182,50 +220,44 @@ int ParseScale(int argc, char** argv, ScaleRequest* r) {
 }
 
 // The job's overrides after the request: `before` changed as asked.
-json NextOverrides(const json& before, const ScaleRequest& r) {
-  json after = r.clear ? json{{"add", json::object()}, {"remove", json::array()}, {"to", nullptr}} : before;
+control::Overrides NextOverrides(const control::Overrides& before, const ScaleRequest& r) {
+  control::Overrides after = r.clear ? control::Overrides{} : before;
   if (!r.add_host.empty()) {
-    after["add"][r.add_host] = r.add_slots;
-    json kept = json::array();
-    for (const json& h : after["remove"]) {
-      if (h != r.add_host) kept.push_back(h);
-    }
-    after["remove"] = kept;
+    after.add[r.add_host] = r.add_slots;
+    std::erase(after.remove, r.add_host);
   }
   if (!r.remove.empty()) {
-    after["add"].erase(r.remove);
-    bool listed = false;
-    for (const json& h : after["remove"]) listed = listed || h == r.remove;
-    if (!listed) after["remove"].push_back(r.remove);
+    after.add.erase(r.remove);
+    if (std::find(after.remove.begin(), after.remove.end(), r.remove) == after.remove.end()) {
+      after.remove.push_back(r.remove);
+    }
   }
-  if (r.to) after["to"] = *r.to;
+  if (r.to) after.to = *r.to;
   return after;
 }
 
 // Sends the whole set of overrides. Returns false and sets *why (the job's own error if it
 // answered one).
-bool PostOverrides(const JobEntry& job, const json& overrides, std::string* why) {
+bool PostOverrides(const JobEntry& job, const control::Overrides& overrides, std::string* why) {
   std::string reply;
-  int code = control::ControlRequest(job, "POST", "/overrides", overrides.dump(), &reply, why);
+  int code = control::ControlRequest(job, "POST", "/overrides",
+                                     control::OverridesToJson(overrides).dump(), &reply, why);
   if (code == 200) return true;
-  if (code != 0) {
-    json body = json::parse(reply, nullptr, false);
-    *why = body.is_object() ? body.value("error", reply) : reply;
-  }
+  if (code != 0) *why = control::ErrorText(reply);
   return false;
 }
 
 // Whether the running ranks in `status` match the request; *where says how far it got.
-bool Reached(const ScaleRequest& r, const json& status, std::string* where) {
+bool Reached(const ScaleRequest& r, const JobStatus& status, std::string* where) {
   int on_host = 0, running = 0;
-  for (const json& rank : status.value("ranks", json::array())) {
-    if (rank.value("state", "") != "running" || rank.value("rank", -1) < 0) continue;
+  for (const RankStatus& rank : status.ranks) {
+    if (rank.state != "running" || !rank.rank || *rank.rank < 0) continue;
     ++running;
-    if (rank.value("host", "") == (r.add_host.empty() ? r.remove : r.add_host)) ++on_host;
+    if (rank.host == (r.add_host.empty() ? r.remove : r.add_host)) ++on_host;
   }
   // Running, and the round's world has formed: every new worker met the others (jobs of etruns
   // without "world_ready" count as formed).
-  bool steady = status.value("state", "") == "running" && status.value("world_ready", true);
+  bool steady = status.state == "running" && status.world_ready;
   if (!r.add_host.empty()) {
     *where = fmt::format("{} of {} ranks on {}{}", on_host, r.add_slots, r.add_host,
                          steady || on_host < r.add_slots ? "" : ", the new world not formed yet");
@@ -250,13 +282,13 @@ int ScaleMain(int argc, char** argv) {
   if (int code = ParseScale(argc, argv, &request); code >= 0) return code;
   JobEntry job;
   std::string err;
-  json status;
+  JobStatus status;
   if (!control::FindJob(request.job, &job, &err) || !FetchStatus(job, &status, &err)) return Error(err, 1);
-  if (!status.value("elastic", false) || !status.contains("overrides")) {
+  if (!status.elastic || !status.overrides) {
     return Error("job '" + job.job + "' is static: sizes are fixed (start it with --min-np or "
                  "--host-discovery-script to scale it)", 1);
   }
-  json before = status["overrides"];
+  control::Overrides before = *status.overrides;
   if (!PostOverrides(job, NextOverrides(before, request), &err)) {
     return Error("job '" + job.job + "' refused the change: " + err, 1);
   }
@@ -264,13 +296,13 @@ int ScaleMain(int argc, char** argv) {
                   std::chrono::milliseconds(static_cast<long long>(request.timeout_s * 1000));
   std::string where = "no answer";
   while (true) {
-    json now_status;
+    JobStatus now_status;
     std::string why;
     if (FetchStatus(job, &now_status, &why) && Reached(request, now_status, &where)) {
       std::cout << "job '" << job.job << "' scaled: " << (where.empty() ? "overrides cleared" : where);
       if (!where.empty()) {
-        std::cout << "; the new world of " << now_status.value("world_size", 0)
-                  << " ranks is training (round " << now_status.value("round", 0) << ")";
+        std::cout << "; the new world of " << now_status.world_size << " ranks is training (round "
+                  << now_status.round << ")";
       }
       std::cout << "\n";
       return 0;

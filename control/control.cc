@@ -22,6 +22,8 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include "control/control_wire.h"
+
 namespace etrun::control {
 
 namespace asio = boost::asio;
@@ -158,7 +160,7 @@ class ControlServer::Auth : public rendezvous::HttpHandler {
     const std::string want = "Bearer " + token_;
     const std::string& got = request.authorization;
     if (got.size() != want.size() || CRYPTO_memcmp(got.data(), want.data(), want.size()) != 0) {
-      return respond({401, R"({"error":"missing or wrong token"})"});
+      return respond({401, ErrorToJson("missing or wrong token").dump()});
     }
     handler_(request, [respond](int status, nlohmann::json body) {
       respond({status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "control/control_wire.h"
 #include "events/exit_status.h"
 #include "launcher/job_context.h"
 #include "launcher/process/rank_set.h"
@@ -60,9 +61,8 @@ class JobPolicy {
   // SIGUSR1 or SIGUSR2. Default: forwarded to every rank.
   virtual void OnUserSignal(int sig);
 
-  // The policy's part of GET /status: state, elastic, world_size, np, min_np, max_np, resets,
-  // round, ranks (the runtime adds job, pid and duration_s).
-  virtual nlohmann::json Status() const = 0;
+  // The policy's part of GET /status: all but job, pid and duration_s, which the runtime adds.
+  virtual control::JobStatus Status() const = 0;
   // Any other control request. Default: 404.
   virtual void OnControl(const rendezvous::HttpRequest& request, ControlRespond respond);
 

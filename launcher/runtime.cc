@@ -49,7 +49,7 @@ void JobPolicy::OnUserSignal(int sig) {
 }
 
 void JobPolicy::OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) {
-  respond(404, {{"error", "unknown request " + request.method + " " + request.target}});
+  respond(404, control::ErrorToJson("unknown request " + request.method + " " + request.target));
 }
 
 Runtime::Runtime(const JobConfig& config, std::vector<std::string> environment,
@@ -173,11 +173,11 @@ void Runtime::OnControl(const rendezvous::HttpRequest& request, ControlRespond r
   if (request.method != "GET" || request.target != "/status") {
     return policy_->OnControl(request, std::move(respond));
   }
-  nlohmann::json status = policy_->Status();
-  status["job"] = control_->name();
-  status["pid"] = getpid();
-  status["duration_s"] = std::chrono::duration<double>(Now() - started_).count();
-  respond(200, std::move(status));
+  control::JobStatus status = policy_->Status();
+  status.job = control_->name();
+  status.pid = getpid();
+  status.duration_s = std::chrono::duration<double>(Now() - started_).count();
+  respond(200, control::JobStatusToJson(status));
 }
 
 void Runtime::OnSignal(const boost::system::error_code& ec, int sig) {

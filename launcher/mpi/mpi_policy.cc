@@ -291,18 +291,19 @@ void MpiPolicy::OnRepeatedStopSignal(int sig) {
   context_->SignalAll(sig);
 }
 
-nlohmann::json MpiPolicy::Status() const {
-  nlohmann::json ranks = nlohmann::json::array();
+control::JobStatus MpiPolicy::Status() const {
+  control::JobStatus status;
+  status.state = stop_signal_ != 0 ? "finishing" : "running";
+  status.world_size = status.np = np_;
   auto now = std::chrono::steady_clock::now();
   for (const RankSet::Running& r : context_->Unfinished()) {
-    ranks.push_back({{"rank", nullptr}, {"label", "mpirun"}, {"host", r.host}, {"local_rank", nullptr},
-                     {"pid", r.pid}, {"state", stop_signal_ != 0 ? "stopping" : "running"},
-                     {"restarts", 0},
-                     {"uptime_s", std::chrono::duration<double>(now - r.started).count()}});
+    // mpirun, the job's one process: no rank of its own.
+    status.ranks.push_back({.rank = std::nullopt, .label = "mpirun", .host = r.host,
+                            .local_rank = std::nullopt, .pid = r.pid,
+                            .state = stop_signal_ != 0 ? "stopping" : "running",
+                            .uptime_s = std::chrono::duration<double>(now - r.started).count()});
   }
-  return {{"state", stop_signal_ != 0 ? "finishing" : "running"}, {"elastic", false},
-          {"world_size", np_}, {"np", np_}, {"min_np", nullptr}, {"max_np", nullptr},
-          {"resets", 0}, {"round", 0}, {"ranks", ranks}};
+  return status;
 }
 
 JobResult MpiPolicy::Result() const {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "control/control_wire.h"
 #include "launcher/job_config.h"
 #include "launcher/job_policy.h"
 #include "launcher/mpi/mpi_command.h"
@@ -54,7 +55,7 @@ class MpiPolicy : public JobPolicy {
   void OnRankFinished(const RankSet::Finished& finished) override;
   void OnStopSignal(int sig) override;
   void OnRepeatedStopSignal(int sig) override;
-  nlohmann::json Status() const override;
+  control::JobStatus Status() const override;
   bool Finished() const override { return begun_; }
   JobResult Result() const override;
 

@@ -40,6 +40,7 @@
 
 #include "discovery/host_manager.h"
 #include "discovery/host_source.h"
+#include "control/control_wire.h"
 #include "events/event_log.h"
 #include "events/exit_status.h"
 #include "launcher/job_config.h"
@@ -124,13 +125,9 @@ class CoordinatorNotifier {
 };
 
 // Live changes from `etrun scale`: they override the discovery script for the named hosts (and
-// the world size) until changed again.
-struct HostOverrides {
-  std::map<std::string, int> add;  // host -> slots, added or resized
-  std::vector<std::string> remove;
-  std::optional<int> to;           // the world size to aim for (caps the assignment like --max-np)
-  bool operator==(const HostOverrides&) const = default;
-};
+// the world size, which caps the assignment like --max-np) until changed again. The control
+// endpoint's own type (control/control_wire.h), as `etrun scale` sends it.
+using HostOverrides = control::Overrides;
 
 class ElasticDriver : public rendezvous::ElasticHooks {
  public:

@@ -40,10 +40,6 @@ std::vector<std::string> HostNames(const discovery::HostGrant& grant, size_t mos
   return names;
 }
 
-nlohmann::json OptionalInt(const std::optional<int>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
 }  // namespace
 
 std::chrono::milliseconds ElasticTimeout(const JobConfig& config,
@@ -652,9 +648,9 @@ void ElasticPolicy::Notify(const SlotKey& slot, rendezvous::HostUpdateResult res
   notifier_->Notify(slot.first, slot.second, notifier_->NextTimestamp(), res, std::move(done));
 }
 
-nlohmann::json ElasticPolicy::Status() const {
+control::JobStatus ElasticPolicy::Status() const {
   auto now = context_->Now();
-  nlohmann::json ranks = nlohmann::json::array();
+  control::JobStatus status;
   for (const RankSet::Running& r : context_->Unfinished()) {
     if (r.local_rank < 0) continue;
     SlotKey key{r.host, r.local_rank};
@@ -662,20 +658,25 @@ nlohmann::json ElasticPolicy::Status() const {
     for (const rendezvous::SlotInfo& s : driver_->assignment()) {
       if (s.hostname == key.first && s.local_rank == key.second) current = s.rank;
     }
-    ranks.push_back({{"rank", current}, {"label", r.rank}, {"host", r.host},
-                     {"local_rank", key.second}, {"pid", events::PidField(r.pid)},
-                     {"state", driver_->WorkerState(key)},
-                     {"restarts", r.starts - 1},
-                     {"uptime_s", std::chrono::duration<double>(now - r.started).count()}});
+    status.ranks.push_back({.rank = current, .label = r.rank, .host = r.host,
+                            .local_rank = key.second, .pid = r.pid,
+                            .state = driver_->WorkerState(key),
+                            .restarts = r.starts - 1,
+                            .uptime_s = std::chrono::duration<double>(now - r.started).count()});
   }
   const HostOverrides& overrides = driver_->overrides();
-  return {{"state", driver_->state()}, {"elastic", true}, {"world_ready", driver_->world_ready()},
-          {"pool", traits_.lent ? nlohmann::json(traits_.lender) : nlohmann::json(nullptr)},
-          {"world_size", driver_->assignment().size()}, {"np", options_.np},
-          {"min_np", options_.min_np}, {"max_np", OptionalInt(context_->config().max_np)},
-          {"resets", driver_->resets()}, {"round", driver_->round()}, {"ranks", ranks},
-          {"overrides", {{"add", overrides.add}, {"remove", overrides.remove},
-                         {"to", OptionalInt(overrides.to)}}}};
+  status.state = driver_->state();
+  status.elastic = true;
+  status.world_ready = driver_->world_ready();
+  if (traits_.lent) status.pool = traits_.lender;
+  status.world_size = static_cast<int>(driver_->assignment().size());
+  status.np = options_.np;
+  status.min_np = options_.min_np;
+  status.max_np = context_->config().max_np;
+  status.resets = driver_->resets();
+  status.round = driver_->round();
+  status.overrides = overrides;
+  return status;
 }
 
 void ElasticPolicy::OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) {
@@ -688,36 +689,22 @@ void ElasticPolicy::OnControl(const rendezvous::HttpRequest& request, ControlRes
 // `etrun scale`: the whole new set of overrides, {"add": {host: slots}, "remove": [host],
 // "to": N or null}. Added hosts are looked up off the loop before they apply.
 void ElasticPolicy::ApplyOverrides(const std::string& body, ControlRespond respond) {
-  static const char kShape[] = "expected {\"add\": {host: slots}, \"remove\": [hosts], \"to\": N|null}";
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  HostOverrides next;
-  if (!j.is_object() || !j.contains("add") || !j["add"].is_object() || !j.contains("remove") ||
-      !j["remove"].is_array() || !j.contains("to") ||
-      !(j["to"].is_null() || (j["to"].is_number_integer() && j["to"].get<int64_t>() >= 0 &&
-                              j["to"].get<int64_t>() <= INT32_MAX))) {
-    return respond(400, {{"error", kShape}});
+  control::Overrides wanted;
+  std::string err;
+  if (!control::OverridesFromJson(nlohmann::json::parse(body, nullptr, false),
+                                  discovery::IsValidHostName, &wanted, &err)) {
+    return respond(400, control::ErrorToJson(err));
   }
-  for (const auto& [host, slots] : j["add"].items()) {
-    if (!discovery::IsValidHostName(host) || !slots.is_number_integer() || slots.get<int64_t>() < 1 ||
-        slots.get<int64_t>() > INT32_MAX) {
-      return respond(400, {{"error", kShape}});
-    }
-    next.add[host] = slots.get<int>();
-  }
-  for (const auto& host : j["remove"]) {
-    if (!host.is_string()) return respond(400, {{"error", kShape}});
-    next.remove.push_back(host.get<std::string>());
-  }
-  if (!j["to"].is_null()) next.to = j["to"].get<int>();
+  HostOverrides next = std::move(wanted);
   if (traits_.lent && (!next.add.empty() || !next.remove.empty())) {
     // The lender decides the job's hosts; slots past its grant are other jobs'.
-    return respond(400, {{"error", "the job's hosts are lent by pool '" + traits_.lender +
-                                       "': change its share with `etrun pool priority`, or cap "
-                                       "it with --to N"}});
+    return respond(400, control::ErrorToJson("the job's hosts are lent by pool '" + traits_.lender +
+                                             "': change its share with `etrun pool priority`, or "
+                                             "cap it with --to N"));
   }
   if (next.to && *next.to < options_.min_np) {
-    return respond(400, {{"error", "--to " + std::to_string(*next.to) + " is below --min-np " +
-                                       std::to_string(options_.min_np)}});
+    return respond(400, control::ErrorToJson("--to " + std::to_string(*next.to) +
+                                             " is below --min-np " + std::to_string(options_.min_np)));
   }
   std::vector<std::string> names;
   for (const auto& [host, slots] : next.add) names.push_back(host);
@@ -727,7 +714,7 @@ void ElasticPolicy::ApplyOverrides(const std::string& body, ControlRespond respo
                         [this, alive, next, respond] {
                           if (!alive.lock()) return;
                           driver_->SetOverrides(next, context_->Now());
-                          respond(200, {{"ok", true}});
+                          respond(200, control::OkToJson());
                           context_->CheckDone();
                         });
 }

@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 
+#include "control/control_wire.h"
 #include "discovery/host_manager.h"
 #include "discovery/host_source.h"
 #include "launcher/job_policy.h"
@@ -55,7 +56,7 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   void Begin(int rendezvous_port) override;
   void OnRankFinished(const RankSet::Finished& finished) override;
   void OnStopSignal(int sig) override;
-  nlohmann::json Status() const override;
+  control::JobStatus Status() const override;
   void OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) override;
   bool Finished() const override { return driver_->finished(); }
   JobResult Result() const override { return {driver_->exit_code(), driver_->summary()}; }

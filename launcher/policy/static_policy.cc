@@ -171,24 +171,24 @@ void StaticPolicy::OnStopSignal(int sig) {
   context_->StopAll(strsignal(sig));
 }
 
-nlohmann::json StaticPolicy::Status() const {
-  nlohmann::json ranks = nlohmann::json::array();
+control::JobStatus StaticPolicy::Status() const {
+  control::JobStatus status;
+  status.state = stopping_ ? "finishing" : "running";
+  status.world_size = status.np = static_cast<int>(plan_.slots.size());
   auto now = std::chrono::steady_clock::now();
   for (const RankSet::Running& r : context_->Unfinished()) {
-    ranks.push_back({{"rank", r.rank}, {"label", r.rank}, {"host", r.host},
-                     {"local_rank", plan_.slots.at(r.id).local_rank}, {"pid", events::PidField(r.pid)},
-                     {"state", stopping_ ? "stopping" : "running"}, {"restarts", 0},
-                     {"uptime_s", std::chrono::duration<double>(now - r.started).count()}});
+    status.ranks.push_back({.rank = r.rank, .label = r.rank, .host = r.host,
+                            .local_rank = plan_.slots.at(r.id).local_rank, .pid = r.pid,
+                            .state = stopping_ ? "stopping" : "running",
+                            .uptime_s = std::chrono::duration<double>(now - r.started).count()});
   }
-  return {{"state", stopping_ ? "finishing" : "running"}, {"elastic", false},
-          {"world_size", plan_.slots.size()}, {"np", plan_.slots.size()}, {"min_np", nullptr},
-          {"max_np", nullptr}, {"resets", 0}, {"round", 0}, {"ranks", ranks}};
+  return status;
 }
 
 void StaticPolicy::OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) {
   if (request.method == "POST" && request.target == "/scale") {
-    return respond(409, {{"error", "a static job cannot be scaled: start it with --min-np or "
-                                   "--host-discovery-script to make it elastic"}});
+    return respond(409, control::ErrorToJson("a static job cannot be scaled: start it with --min-np "
+                                             "or --host-discovery-script to make it elastic"));
   }
   JobPolicy::OnControl(request, std::move(respond));
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "control/control_wire.h"
 #include "discovery/host_slots.h"
 #include "discovery/network.h"
 #include "launcher/job_config.h"
@@ -46,7 +47,7 @@ class StaticPolicy : public JobPolicy {
   void Begin(int rendezvous_port) override;
   void OnRankFinished(const RankSet::Finished& finished) override;
   void OnStopSignal(int sig) override;
-  nlohmann::json Status() const override;
+  control::JobStatus Status() const override;
   void OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) override;
   bool Finished() const override { return begun_; }
   JobResult Result() const override;

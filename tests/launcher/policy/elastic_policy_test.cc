@@ -202,8 +202,8 @@ TEST_CASE("elastic policy: a grant that adds a host starts its rank, ahead of ro
     CHECK(*r0 == "0,3,0,2,0,2");
     CHECK(*r1 == "1,3,1,2,0,1");
     CHECK(job.context.started.size() == 3);
-    CHECK(job.policy.Status()["round"] == 2);
-    CHECK(job.policy.Status()["world_size"] == 3);
+    CHECK(job.policy.Status().round == 2);
+    CHECK(job.policy.Status().world_size == 3);
   }
   SUBCASE("not formed yet: started when round 2 opens, after the survivors' reset") {
     job.source.grant = grown;
@@ -239,7 +239,7 @@ TEST_CASE("elastic policy: a host missing from a grant has its ranks drained, SI
   CHECK(*kept == "0,1,0,1,0,1");
   CHECK(*removed == kNoRank);
   CHECK(job.context.signals == std::vector<std::pair<int, int>>{{gone, SIGTERM}});
-  CHECK(job.policy.Status()["ranks"][1]["state"] == "draining");
+  CHECK(job.policy.Status().ranks.at(1).state == "draining");
   job.context.Advance(milliseconds(4900));
   CHECK(job.context.SignalsTo(gone) == std::vector<int>{SIGTERM});
   job.context.Advance(milliseconds(100));
@@ -339,7 +339,7 @@ TEST_CASE("elastic policy: a lent slot's rank gets its facts; a given-back one's
         "ETRUN_POOL_SLOT=localhost/4 ETRUN_POOL_GPU=2 CUDA_VISIBLE_DEVICES=2,3");
   CHECK(Env(job.context.started[1].request) ==
         "ETRUN_POOL_SLOT=localhost/5 ETRUN_POOL_GPU=3 CUDA_VISIBLE_DEVICES=2,3");
-  CHECK(job.policy.Status()["pool"] == "p1");
+  CHECK(job.policy.Status().pool == "p1");
 
   // Slot 5 is given back (the pool keeps both local ranks' entries); the workers come to the
   // reset as rank 0 would tell them.
@@ -418,18 +418,18 @@ TEST_CASE("elastic policy: etrun scale may not add or remove a lent source's hos
       CHECK(error.starts_with("the job's hosts are lent by pool 'p1': "));
       CHECK(error.ends_with("change its share with `etrun pool priority`, or cap it with --to N"));
     }
-    CHECK(job.policy.Status()["overrides"]["add"].empty());
-    CHECK(job.policy.Status()["overrides"]["remove"].empty());
+    CHECK(job.policy.Status().overrides->add.empty());
+    CHECK(job.policy.Status().overrides->remove.empty());
     CHECK(job.Scale(R"({"add": {}, "remove": [], "to": 3})") ==
           std::pair<int, std::string>{200, ""});
-    CHECK(job.policy.Status()["overrides"]["to"] == 3);
+    CHECK(job.policy.Status().overrides->to == 3);
   }
   SUBCASE("--to below --min-np refused") {
     job.source.grant = Grant({{"localhost", 2}});
     job.Start();
     CHECK(job.Scale(R"({"add": {}, "remove": [], "to": 1})") ==
           std::pair<int, std::string>{400, "--to 1 is below --min-np 2"});
-    CHECK(job.policy.Status()["overrides"]["to"].is_null());
+    CHECK(job.policy.Status().overrides->to == std::nullopt);
     CHECK(job.Scale(R"({"add": {}, "remove": []})").first == 400);  // "to" is required
     CHECK(job.context.stops.empty());
     CHECK(job.context.signals.empty());
@@ -494,7 +494,7 @@ TEST_CASE("elastic policy: a rank etrun lacks the files to start ends the round'
       "with 14 ranks from now on (keeping room for etrun's own work): raise the limit, or cap "
       "the job with --max-np 14"});
   for (int id = 0; id < 30; ++id) CHECK(job.context.SignalsTo(id) == std::vector<int>{SIGTERM});
-  CHECK(job.policy.Status()["state"] == "resetting");
+  CHECK(job.policy.Status().state == "resetting");
   for (int id = 0; id < 29; ++id) job.context.Finish(&job.policy, id, ExitStatus::Signaled(SIGTERM));
   CHECK(job.context.started.size() == 30);  // until the last of them is gone
   job.context.Finish(&job.policy, 29, ExitStatus::Signaled(SIGTERM));
@@ -604,16 +604,16 @@ TEST_CASE("elastic policy: workers started ahead that etrun lacks the files for 
   CHECK(job.context.started.size() == 30);
   CHECK(job.context.EventsNamed(events::kHostBlacklisted).empty());
   if (kept == world) {
-    CHECK(job.policy.Status()["state"] == "running");
-    CHECK(job.policy.Status()["round"] == 1);
+    CHECK(job.policy.Status().state == "running");
+    CHECK(job.policy.Status().round == 1);
     CHECK(job.context.EventsNamed(events::kResetBegin).empty());
   } else {
     // Told (rank 0 would be notified), the workers come to the reset: the first 14 are the new
     // world, the others are released and stopped.
     std::vector<std::shared_ptr<std::string>> answers;
     for (int r = 0; r < world; ++r) answers.push_back(job.RankAndSize("localhost:" + std::to_string(r)));
-    CHECK(job.policy.Status()["round"] == 2);
-    CHECK(job.policy.Status()["world_size"] == kept);
+    CHECK(job.policy.Status().round == 2);
+    CHECK(job.policy.Status().world_size == kept);
     for (int r = 0; r < world; ++r) {
       CAPTURE(r);
       CHECK((*answers[r] == kNoRank) == (r >= kept));
