@@ -31,8 +31,6 @@ constexpr char kStartKind[] = "start_kind";
 constexpr char kTarget[] = "target";
 constexpr char kQueued[] = "queued";
 constexpr char kJob[] = "job";
-constexpr char kError[] = "error";
-constexpr char kOk[] = "ok";
 constexpr char kPool[] = "pool";
 constexpr char kJobs[] = "jobs";
 constexpr char kToken[] = "token";
@@ -236,17 +234,6 @@ json PriorityRequestToJson(const PriorityRequest& request) {
 
 bool PriorityRequestFromJson(const json& j, PriorityRequest* request) {
   return j.is_object() && Field(j, kJob, &request->job) && Field(j, kPriority, &request->priority);
-}
-
-json OkToJson() { return {{kOk, true}}; }
-
-json ErrorToJson(const std::string& text) { return {{kError, text}}; }
-
-std::string ErrorText(const std::string& body) {
-  json j = json::parse(body, nullptr, false);
-  std::string text;
-  if (j.is_object() && Field(j, kError, &text)) return text;
-  return body;
 }
 
 json BookToJson(const Book& book) {

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "control/control_wire.h"
 #include "pool/allocation.h"
 
 namespace etrun::pool {
@@ -149,12 +150,11 @@ bool GrantFromJson(const nlohmann::json& j, Grant* grant, std::string* err);
 nlohmann::json PriorityRequestToJson(const PriorityRequest& request);
 bool PriorityRequestFromJson(const nlohmann::json& j, PriorityRequest* request);
 
-// {"ok": true}: a request that needs no other answer was done.
-nlohmann::json OkToJson();
-
-// {"error": text}. ErrorText is the error of a reply body, or the body itself when it has none.
-nlohmann::json ErrorToJson(const std::string& text);
-std::string ErrorText(const std::string& body);
+// The pool's endpoint is a control endpoint: its replies {"ok": true} and {"error": text} are
+// the control wire's (control/control_wire.h).
+using control::ErrorText;
+using control::ErrorToJson;
+using control::OkToJson;
 
 // From JSON, false only when `j` is not an object: "pool", "jobs" and "token" are optional, and
 // one of a wrong type counts as absent. A damaged job entry (a field other than "version"
