@@ -2,6 +2,7 @@
 the test bed (tests/integration/slurmbed.py): what test_slurm.py asserts of the stand-ins when a
 node is set DOWN, plus the time it costs. Skipped as test_horovod_real.py is (ETRUN_HOROVOD_PATH,
 set by scripts/test.sh) and where the machine cannot run the cluster."""
+import re
 import subprocess
 import time
 
@@ -48,7 +49,10 @@ def test_real_workers_survive_a_node_set_down_and_finish_on_the_others(cluster, 
         scontrol(cluster, "update", "NodeName=h3", "State=RESUME")
     job.check_training(400)
     assert sizes_in_order(job.out.texts())[:2] == [3, 2]
-    assert "the srun step on h3 ended (exit 0) without the rank's exit status" in job.err(), job.err()
+    # srun says the node failed with exit 0, or, when slurmd was slow to kill the step, 137
+    # ("task 0: Killed"): either way the step ended without the rank's own exit status.
+    assert re.search(r"the srun step on h3 ended \(exit (0|137)\) without the rank's exit status",
+                     job.err()), job.err()
     print(f"real Horovod: scontrol DOWN -> first step of the smaller world {smaller - down:.2f} s")
     assert smaller - down <= 5, f"DOWN -> first step of the smaller world {smaller - down:.2f} s"
     assert wait_until(lambda: processes_with_marker(marker) == [], timeout=20)

@@ -27,6 +27,7 @@ ALLOWED = {
     "discovery": set(),
     "rendezvous": set(),
     "smoke": set(),
+    "deps": set(),
 }
 INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
 

@@ -148,7 +148,10 @@ def test_an_elastic_job_survives_a_node_set_down_and_finishes_on_the_others(clus
         scontrol(cluster, "update", "NodeName=h3", "State=RESUME")
     job.check_training(200)
     assert sizes_in_order(job.lines())[:2] == [3, 2]
-    assert "the srun step on h3 ended (exit 0) without the rank's exit status" in job.err(), job.err()
+    # srun says the node failed with exit 0, or, when slurmd was slow to kill the step, 137
+    # ("task 0: Killed"): either way the step ended without the rank's own exit status.
+    assert re.search(r"the srun step on h3 ended \(exit (0|137)\) without the rank's exit status",
+                     job.err()), job.err()
     blacklisted = [e for e in job.event_list() if e["event"] == "host_blacklisted"]
     assert [(e["host"], e["reason"]) for e in blacklisted] == [("h3", "cannot be reached")]
     assert wait_until(lambda: processes_with_marker(marker) == [], timeout=20)
