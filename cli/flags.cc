@@ -197,8 +197,9 @@ void FlagTable::AddSsh(JobConfig* c) {
       ->type_name("COMMAND");
   AddClusterKinds(c);
   Switch("--ssh-strict-host-keys",
-         "Refuses hosts missing from ~/.ssh/known_hosts (default: accept them with a warning, "
-         "as horovodrun's StrictHostKeyChecking=no; a changed key is always refused).",
+         "Refuses hosts missing from ~/.ssh/known_hosts (default: accept them and record their "
+         "keys there, as OpenSSH's StrictHostKeyChecking=accept-new, with one warning; a changed "
+         "key is always refused).",
          [c] { c->ssh_strict_host_keys = true; });
 }
 

@@ -16,7 +16,10 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
+
+#include "launcher/process/shell_words.h"
+#include "launcher/ssh/known_hosts.h"
+#include "launcher/ssh/new_host_keys.h"
 
 namespace etrun::launcher {
 
@@ -121,45 +124,47 @@ std::string UserName() {
   return user != nullptr ? user : "root";
 }
 
-// Checks the server's host key against ~/.ssh/known_hosts (see OpenSshConnection).
-bool CheckHostKey(const SshTarget& target, SshConnection* s, std::string* err) {
+std::string KnownHostsPath() { return HomeDir() + "/.ssh/known_hosts"; }
+
+// Checks the server's host key against `known` (the file at `path`, read before the handshake;
+// see OpenSshConnection). An unknown host is accepted and recorded, as OpenSSH's
+// StrictHostKeyChecking=accept-new does, unless --ssh-strict-host-keys.
+bool CheckHostKey(const SshTarget& target, const KnownHosts& known, const std::string& path,
+                  SshConnection* s, std::string* err) {
   size_t key_len = 0;
   int key_type = 0;
-  const char* key = libssh2_session_hostkey(s->ssh, &key_len, &key_type);
-  if (key == nullptr) {
+  const char* key_data = libssh2_session_hostkey(s->ssh, &key_len, &key_type);
+  if (key_data == nullptr) {
     *err = "the server sent no host key";
     return false;
   }
-  LIBSSH2_KNOWNHOSTS* known = libssh2_knownhost_init(s->ssh);
-  std::string path = HomeDir() + "/.ssh/known_hosts";
-  libssh2_knownhost_readfile(known, path.c_str(), LIBSSH2_KNOWNHOST_FILE_OPENSSH);
-  int type_mask = LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW;
-  switch (key_type) {
-    case LIBSSH2_HOSTKEY_TYPE_RSA: type_mask |= LIBSSH2_KNOWNHOST_KEY_SSHRSA; break;
-    case LIBSSH2_HOSTKEY_TYPE_ECDSA_256: type_mask |= LIBSSH2_KNOWNHOST_KEY_ECDSA_256; break;
-    case LIBSSH2_HOSTKEY_TYPE_ECDSA_384: type_mask |= LIBSSH2_KNOWNHOST_KEY_ECDSA_384; break;
-    case LIBSSH2_HOSTKEY_TYPE_ECDSA_521: type_mask |= LIBSSH2_KNOWNHOST_KEY_ECDSA_521; break;
-    case LIBSSH2_HOSTKEY_TYPE_ED25519: type_mask |= LIBSSH2_KNOWNHOST_KEY_ED25519; break;
-    default: type_mask |= LIBSSH2_KNOWNHOST_KEY_UNKNOWN; break;
-  }
-  struct libssh2_knownhost* match = nullptr;
-  int check = libssh2_knownhost_checkp(known, target.host.c_str(), target.port, key, key_len,
-                                       type_mask, &match);
-  libssh2_knownhost_free(known);
-  if (check == LIBSSH2_KNOWNHOST_CHECK_MATCH) return true;
-  if (check == LIBSSH2_KNOWNHOST_CHECK_MISMATCH) {
-    *err = "the host key differs from the one in " + path +
-           ": refusing to connect (if the host was reinstalled, remove its old key with "
-           "ssh-keygen -R)";
+  std::string_view key(key_data, key_len);
+  std::string name = KnownHostsName(target.host, target.port);
+  auto changed = [&] {
+    *err = "the host key differs from the one in " + path + ": refusing to connect (if " + name +
+           "'s key changed on purpose, remove the old one with " +
+           JoinCommand({"ssh-keygen", "-f", path, "-R", name}) + ")";
     return false;
+  };
+  switch (known.Check(target.host, target.port, key, key_type)) {
+    case KnownHosts::Verdict::kKnown: return true;
+    case KnownHosts::Verdict::kChanged: return changed();
+    case KnownHosts::Verdict::kUnknown: break;
   }
   if (target.strict_host_keys) {
     *err = "the host is not in " + path +
            " and --ssh-strict-host-keys is set: add it (e.g. ssh-keyscan) or drop the flag";
     return false;
   }
-  // horovodrun runs ssh with StrictHostKeyChecking=no: accept, but say so (once per connection).
-  spdlog::warn("{}: host not in {}; accepting its key", SshLabel(target), path);
+  // horovodrun runs ssh with StrictHostKeyChecking=no; etrun accepts too, but remembers the key
+  // so that a later change is refused, and says so once for all the hosts (new_host_keys.h).
+  std::string why;
+  switch (RecordHostKey(path, target.host, target.port, key, key_type, &why)) {
+    case Recorded::kAdded: ReportNewHostKey(path, name, ""); return true;
+    case Recorded::kAlreadyKnown: return true;  // another connection recorded it just now
+    case Recorded::kChanged: return changed();
+    case Recorded::kFailed: ReportNewHostKey(path, name, why); return true;
+  }
   return true;
 }
 
@@ -234,8 +239,15 @@ bool OpenSshConnection(const SshTarget& target, SshConnection* c, std::string* e
                 "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,"
                 "ecdh-sha2-nistp384,diffie-hellman-group14-sha256,"
                 "diffie-hellman-group-exchange-sha256");
+  // The host key types known_hosts has for the host first, as OpenSSH asks: a host with keys of
+  // several types then shows the one on record.
+  std::string known_hosts = KnownHostsPath();
+  KnownHosts known;
+  known.ReadFile(known_hosts);
   PreferMethods(c->ssh, LIBSSH2_METHOD_HOSTKEY,
-                "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256,ssh-rsa");
+                known.HostKeyMethods(
+                    target.host, target.port,
+                    "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256,ssh-rsa"));
   int timeout_ms = target.connect_timeout_s * 1000;
   int rc = AwaitSsh(c, [&] { return libssh2_session_handshake(c->ssh, c->sock); }, timeout_ms);
   if (rc != 0) {
@@ -246,7 +258,7 @@ bool OpenSshConnection(const SshTarget& target, SshConnection* c, std::string* e
     CloseSshConnection(c);
     return false;
   }
-  if (!CheckHostKey(target, c, err) || !Authenticate(target, c, err)) {
+  if (!CheckHostKey(target, known, known_hosts, c, err) || !Authenticate(target, c, err)) {
     CloseSshConnection(c);
     return false;
   }

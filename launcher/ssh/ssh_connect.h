@@ -1,8 +1,10 @@
 // ssh_connect: how an SshHost (ssh_host.h) opens one SSH connection: a TCP connection with a
 // timeout and TCP liveness settings, the SSH handshake (the cheap modern key exchanges first), the
-// host key checked against ~/.ssh/known_hosts, and public-key authentication (-i, else ssh-agent,
-// else ~/.ssh/id_{ed25519,ecdsa,rsa}). Internal to launcher/ssh/. The functions keep no state of
-// their own: different connections may be opened on different threads at once.
+// host key checked against ~/.ssh/known_hosts (a new host's recorded there, as OpenSSH's
+// accept-new does, and reported in one line for all: known_hosts.h, new_host_keys.h), and
+// public-key authentication (-i, else ssh-agent, else ~/.ssh/id_{ed25519,ecdsa,rsa}). Internal to
+// launcher/ssh/. Different connections may be opened on different threads at once: they share
+// only known_hosts, whose updates serialize themselves.
 #ifndef ETRUN_LAUNCHER_SSH_SSH_CONNECT_H_
 #define ETRUN_LAUNCHER_SSH_SSH_CONNECT_H_
 

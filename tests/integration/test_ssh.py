@@ -68,8 +68,14 @@ def test_remote_ranks_get_their_environment_prefixes_and_cwd(sshd):
         2: [f"127.0.0.3 2 4 0 1 127.0.0.1 1 {cwd} a b"],
         3: [f"127.0.0.3 3 4 1 1 127.0.0.1 1 {cwd} a b"],
     }
-    # Unknown host keys are accepted with a warning, as horovodrun's StrictHostKeyChecking=no.
-    assert b"host not in " in r.stderr
+    # Unknown host keys are accepted, as horovodrun's StrictHostKeyChecking=no, and recorded, as
+    # OpenSSH's accept-new: one warning for both hosts (the module's HOME starts with none).
+    known_hosts = os.path.join(sshd["home"], ".ssh", "known_hosts")
+    port = sshd["port"]
+    warnings = [l for l in r.stderr.decode().splitlines() if l.startswith("etrun: warning:")]
+    assert warnings == [f"etrun: warning: recorded the SSH host keys of 2 new hosts in "
+                        f"{known_hosts}: [127.0.0.2]:{port}, [127.0.0.3]:{port} "
+                        "(--ssh-strict-host-keys refuses unknown hosts)"], r.stderr
 
 
 def test_ranks_on_a_host_share_its_one_connection_whatever_the_servers_session_limit(sshd):
@@ -128,17 +134,21 @@ def test_no_remote_process_survives_etrun(sshd, marker_env, sig):
 
 
 def test_ssh_failures_are_one_clear_line_naming_host_and_cause(sshd, tmp_path):
+    # The strict case runs with a HOME of its own: the module's has recorded the hosts by now.
+    empty_home = tmp_path / "home"
+    (empty_home / ".ssh").mkdir(parents=True)
     cases = [
         (["-H", "127.0.0.2:1", *ssh_args(sshd, key=str(sshd["dir"] / "other_key"))],
-         r"ssh 127\.0\.0\.2:\d+: key .*other_key was refused for user root"),
+         r"ssh 127\.0\.0\.2:\d+: key .*other_key was refused for user root", env_for(sshd)),
         (["-H", "127.0.0.2:1", "-p", str(free_port("127.0.0.2")), "-i", sshd["key"]],
-         r"ssh 127\.0\.0\.2:\d+: cannot connect: Connection refused"),
+         r"ssh 127\.0\.0\.2:\d+: cannot connect: Connection refused", env_for(sshd)),
         (["-H", "127.0.0.2:1", *ssh_args(sshd), "--ssh-strict-host-keys"],
-         r"ssh 127\.0\.0\.2:\d+: the host is not in .*known_hosts and --ssh-strict-host-keys is set"),
+         r"ssh 127\.0\.0\.2:\d+: the host is not in .*known_hosts and --ssh-strict-host-keys is set",
+         {"HOME": str(empty_home)}),
     ]
-    for args, pattern in cases:
+    for args, pattern, env in cases:
         start = time.monotonic()
-        r = run_etrun(["-np", "1", *args, "/bin/true"], env=env_for(sshd), timeout=60)
+        r = run_etrun(["-np", "1", *args, "/bin/true"], env=env, timeout=60)
         assert r.returncode == 255, (args, r.stderr)
         assert re.search(pattern, r.stderr.decode()), (pattern, r.stderr)
         assert time.monotonic() - start < 30
@@ -159,7 +169,14 @@ def test_a_changed_host_key_is_always_refused(sshd, tmp_path):
     r = run_etrun(["-np", "1", "-H", "127.0.0.2:1", *ssh_args(sshd), "/bin/true"],
                   env={"HOME": str(home)}, timeout=60)
     assert r.returncode == 255
-    assert "the host key differs from the one in" in r.stderr.decode()
+    # One line naming the host, the file and the fix, the [host]:port name quoted for the shell.
+    known_hosts = home / ".ssh" / "known_hosts"
+    port = sshd["port"]
+    assert (f"etrun: error: ssh 127.0.0.2:{port}: the host key differs from the one in "
+            f"{known_hosts}: refusing to connect (if [127.0.0.2]:{port}'s key changed on purpose, "
+            f"remove the old one with ssh-keygen -f {known_hosts} -R '[127.0.0.2]:{port}')"
+            ) in r.stderr.decode(), r.stderr
+    assert known_hosts.read_text() == f"[127.0.0.2]:{port} {other[0]} {other[1]}\n"  # nothing added
 
 
 def test_elastic_treats_an_unreachable_host_as_failed_and_goes_on_without_it(sshd, tmp_path):
