@@ -1,27 +1,25 @@
-#include "cli/agent_main.h"
-
+// etrun-agent: a remote host's agent (launcher/agent/agent.h), the program the launcher's
+// bootstrap runs there (launcher/agent/agent_bootstrap.h), never users. Built on its own and
+// statically linked, so it runs in any x86-64 Linux with a POSIX sh (a container image of another
+// distribution, a busybox pod); etrun carries a copy of it to bring to hosts that lack it
+// (cli/agent_image.h). Its argv is parsed here.
 #include <cstdio>
 #include <string>
 
 #include "launcher/agent/agent.h"
 
-namespace etrun::cli {
-
-int AgentMain(int argc, char** argv) {
-  std::string mode = argv[1];
-  if (mode == launcher::agent::kAgentIdMode) {
-    printf("%s\n", launcher::agent::AgentId().c_str());
+int main(int argc, char** argv) {
+  using namespace etrun::launcher::agent;
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    printf("etrun-agent %s (build %s)\n", ETRUN_VERSION, AgentId().c_str());
     return 0;
   }
-  if (mode != launcher::agent::kAgentMode) return -1;
-  launcher::agent::AgentOptions options;
+  AgentOptions options;
   std::string err;
-  if (!launcher::agent::ParseAgentArgs(argc - 2, argv + 2, &options, &err)) {
-    fprintf(stderr, "etrun: error: %s is etrun's internal agent mode (%s)\n", launcher::agent::kAgentMode,
+  if (!ParseAgentArgs(argc - 1, argv + 1, &options, &err)) {
+    fprintf(stderr, "etrun-agent: error: %s (it is started by etrun on each remote host, not by hand)\n",
             err.c_str());
     return 2;
   }
-  return launcher::agent::RunAgent(options);
+  return RunAgent(options);
 }
-
-}  // namespace etrun::cli

@@ -10,7 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "cli/agent_main.h"
+#include "cli/agent_image.h"
 #include "cli/cluster_kinds.h"
 #include "cli/control_main.h"
 #include "cli/flags.h"
@@ -34,11 +34,19 @@
 
 namespace {
 
+// Where the etrun-agent of this build stands beside this etrun (the build folder, or the bin
+// folder it was installed to), for hosts that share the launcher's files.
+std::string AgentBeside() {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  std::string path(self, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/') + 1) + "etrun-agent";
+}
+
 // `etrun VERB ...`: verbs only as the first argument (see cli/control_main.h, report_main.h).
 int VerbMain(int argc, char** argv) {
   using namespace etrun;
-  // A remote host's agent (see cli/agent_main.h), started by etrun itself.
-  if (int code = cli::AgentMain(argc, argv); code >= 0) return code;
   if (strcmp(argv[1], cli::kStatusVerb) == 0) return cli::StatusMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kListVerb) == 0) return cli::ListMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kScaleVerb) == 0) return cli::ScaleMain(argc - 1, argv + 1);
@@ -91,7 +99,8 @@ int main(int argc, char** argv) {
     int code;
     {
       // Outlives the runtime and its ranks.
-      etrun::launcher::agent::AgentStarter remote(config, environment);
+      etrun::launcher::agent::AgentImage agent(etrun::cli::EmbeddedAgent(), AgentBeside());
+      etrun::launcher::agent::AgentStarter remote(config, environment, &agent);
       etrun::discovery::ScriptHostSource script(&discovery, config.slots_per_host.value_or(1));
       // An elastic job inside a cluster allocation follows it (and those it may grow onto).
       std::unique_ptr<etrun::launcher::ShellScriptRunner> poll;

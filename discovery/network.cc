@@ -13,27 +13,6 @@
 
 namespace etrun::discovery {
 
-std::vector<Interface> LocalInterfaces() {
-  std::vector<Interface> out;
-  struct ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return out;
-  for (struct ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
-    if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
-    char buf[INET_ADDRSTRLEN];
-    auto* sin = reinterpret_cast<struct sockaddr_in*>(it->ifa_addr);
-    if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)) == nullptr) continue;
-    auto found = std::find_if(out.begin(), out.end(),
-                              [it](const Interface& i) { return i.name == it->ifa_name; });
-    if (found == out.end()) {
-      out.push_back({it->ifa_name, {}});
-      found = out.end() - 1;
-    }
-    found->ipv4.push_back(buf);
-  }
-  freeifaddrs(list);
-  return out;
-}
-
 bool IsLocalHost(const std::string& host, const std::vector<Interface>& interfaces) {
   if (host == "localhost") return true;
   char hostname[256] = {};
@@ -123,19 +102,6 @@ int HostDirectory::misses() const {
   return misses_;
 }
 
-bool FirstNonLoopback(const std::vector<Interface>& interfaces, std::string* nic,
-                      std::string* address) {
-  for (const Interface& i : interfaces) {
-    for (const std::string& a : i.ipv4) {
-      if (a.rfind("127.", 0) == 0) continue;
-      *nic = i.name;
-      *address = a;
-      return true;
-    }
-  }
-  return false;
-}
-
 bool ChooseLocalNics(const std::vector<std::string>& requested,
                      const std::vector<Interface>& interfaces, std::vector<std::string>* nics,
                      std::string* driver_ip, std::string* err) {
@@ -178,27 +144,18 @@ bool RouteToward(const std::string& host, const std::vector<Interface>& interfac
     *err = "cannot resolve host '" + host + "': " + gai_strerror(rc);
     return false;
   }
-  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  bool ok = fd >= 0 && connect(fd, result->ai_addr, result->ai_addrlen) == 0;
+  char ip[INET_ADDRSTRLEN];
+  bool resolved = inet_ntop(AF_INET, &reinterpret_cast<struct sockaddr_in*>(result->ai_addr)->sin_addr,
+                            ip, sizeof(ip)) != nullptr;
   freeaddrinfo(result);
-  struct sockaddr_in local = {};
-  socklen_t len = sizeof(local);
-  ok = ok && getsockname(fd, reinterpret_cast<struct sockaddr*>(&local), &len) == 0;
-  if (fd >= 0) close(fd);
-  char buf[INET_ADDRSTRLEN];
-  if (!ok || inet_ntop(AF_INET, &local.sin_addr, buf, sizeof(buf)) == nullptr) {
-    *err = "no route to host '" + host + "': name the interface with --network-interface";
-    return false;
+  std::string source;
+  if (resolved && RouteTowardIpv4(ip, interfaces, nic, &source)) {
+    *source_ip = source;
+    return true;
   }
-  for (const Interface& i : interfaces) {
-    if (std::find(i.ipv4.begin(), i.ipv4.end(), buf) != i.ipv4.end()) {
-      *nic = i.name;
-      *source_ip = buf;
-      return true;
-    }
-  }
-  *err = std::string("the route to host '") + host + "' leaves from " + buf +
-         ", which no interface carries: name the interface with --network-interface";
+  *err = source.empty() ? "no route to host '" + host + "': name the interface with --network-interface"
+                        : "the route to host '" + host + "' leaves from " + source +
+                              ", which no interface carries: name the interface with --network-interface";
   return false;
 }
 
@@ -230,13 +187,6 @@ bool ChooseListenAddress(const std::vector<std::string>& requested, bool hosts_k
   c.nics = {nic};
   *choice = std::move(c);
   return true;
-}
-
-std::string Ipv4Text(uint32_t address) {
-  struct in_addr a;
-  a.s_addr = htonl(address);
-  char buf[INET_ADDRSTRLEN];
-  return inet_ntop(AF_INET, &a, buf, sizeof(buf)) != nullptr ? buf : "";
 }
 
 bool RouteTowardAddress(uint32_t address, const std::vector<Interface>& interfaces,

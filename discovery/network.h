@@ -1,4 +1,4 @@
-// This machine's network view: its IPv4 interfaces, whether a host name means this machine
+// This machine's network view: its IPv4 interfaces (interfaces.h), whether a host name means this machine
 // (spec §2.3), the NICs and driver address workers are told (spec §3.5), free ports. Reads the
 // OS (getifaddrs, getaddrinfo) but never sends a packet. Thread-safe.
 #ifndef ETRUN_DISCOVERY_NETWORK_H_
@@ -11,15 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "discovery/interfaces.h"
+
 namespace etrun::discovery {
-
-struct Interface {
-  std::string name;               // e.g. "lo", "eth0"
-  std::vector<std::string> ipv4;  // dotted quads, in the order the OS lists them
-};
-
-// This machine's interfaces that carry at least one IPv4 address, in the OS's order.
-std::vector<Interface> LocalInterfaces();
 
 // True when `host` names this machine: "localhost", this machine's hostname, or a name whose IPv4
 // addresses include one assigned to a local interface. 127.0.0.2 is *not* local unless an
@@ -30,9 +24,6 @@ bool IsLocalHost(const std::string& host, const std::vector<Interface>& interfac
 // The IPv4 addresses `host` resolves to, host byte order (a dotted quad needs no lookup); empty
 // when it does not resolve. Blocking (getaddrinfo).
 std::vector<uint32_t> ResolveIPv4(const std::string& host);
-
-// An IPv4 address in host byte order (ResolveIPv4's) as a dotted quad.
-std::string Ipv4Text(uint32_t address);
 
 // What etrun needs to know of a host name, found once.
 struct HostInfo {
@@ -80,11 +71,6 @@ class HostDirectory {
 bool ChooseLocalNics(const std::vector<std::string>& requested,
                      const std::vector<Interface>& interfaces, std::vector<std::string>* nics,
                      std::string* driver_ip, std::string* err);
-
-// The first interface carrying an IPv4 address outside 127.0.0.0/8, and that address. Returns
-// false when there is none.
-bool FirstNonLoopback(const std::vector<Interface>& interfaces, std::string* nic,
-                      std::string* address);
 
 // The local interface and address the kernel would use to reach `host` (a UDP connect; nothing
 // is sent). Returns false and sets *err when the host does not resolve or no route exists.

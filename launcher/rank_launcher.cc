@@ -140,10 +140,11 @@ bool RankLauncher::Start(const RankRequest& request, int* id, std::string* err) 
   LaunchSpec spec;
   if (!Plan(request, &spec, err)) return false;
   if (spdlog::should_log(spdlog::level::debug)) {
-    std::string vars;
-    for (const auto& [k, v] : SlotEnv(slot, request.group_rank, request.run)) vars += k + "=" + v + " ";
-    spdlog::debug("rank {} on {}: {}{}", slot.rank, slot.hostname, vars,
-                  spec.remote_host != nullptr ? spec.remote_command : JoinCommand(spec.argv));
+    // The slot's variables and the command; never the whole environment, and no secret's value.
+    std::vector<std::string> vars;
+    for (const auto& [k, v] : SlotEnv(slot, request.group_rank, request.run)) vars.push_back(k + "=" + v);
+    spdlog::debug("rank {} on {}: {} {}{}", slot.rank, slot.hostname, ShownEnv(vars),
+                  JoinCommand(config_.command), spec.remote_host != nullptr ? " (by its host's agent)" : "");
   }
   RankOutput output = console_;
   if (!config_.output_filename.empty()) {

@@ -1,5 +1,7 @@
 #include "launcher/worker_env.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <unordered_map>
 
@@ -167,6 +169,7 @@ std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base,
   for (const std::string& kv : base) {
     size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) continue;  // not a variable; execve would keep junk
+    if (IsEtrunSecret(std::string_view(kv).substr(0, eq))) continue;
     env.Set(std::string_view(kv).substr(0, eq), kv.substr(eq + 1));
   }
   // torch.distributed's Gloo picks its interface from this; a user's own choice is kept.
@@ -175,6 +178,29 @@ std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base,
   env.Set("PYTHONUNBUFFERED", "1");
   env.SetAll(SlotEnv(slot, group_rank, run));
   return env.Strings();
+}
+
+bool IsEtrunSecret(std::string_view name) { return name == "ETRUN_POOL_TOKEN"; }
+
+bool IsSecretLooking(std::string_view name) {
+  for (const char* word : {"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL"}) {
+    std::string_view w(word);
+    auto it = std::search(name.begin(), name.end(), w.begin(), w.end(),
+                          [](char a, char b) { return std::toupper(static_cast<unsigned char>(a)) == b; });
+    if (it != name.end()) return true;
+  }
+  return false;
+}
+
+std::string ShownEnv(const std::vector<std::string>& env) {
+  std::string shown;
+  for (const std::string& kv : env) {
+    size_t eq = kv.find('=');
+    std::string_view name(kv.data(), eq == std::string::npos ? kv.size() : eq);
+    if (!shown.empty()) shown += ' ';
+    shown += IsSecretLooking(name) && eq != std::string::npos ? std::string(name) + "=<redacted>" : kv;
+  }
+  return shown;
 }
 
 bool IsExportable(std::string_view name) {

@@ -50,6 +50,18 @@ std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base,
                                         const rendezvous::SlotInfo& slot, int group_rank,
                                         const RunVars& run);
 
+// etrun's own secrets, never given to a rank (ETRUN_POOL_TOKEN: a pool's token lets its holder
+// join and steer the pool). BuildWorkerEnv leaves them out.
+bool IsEtrunSecret(std::string_view name);
+
+// Whether a variable's name looks like it holds a secret (*TOKEN*, *SECRET*, *KEY*, *PASSWORD*,
+// *PASSWD*, *CREDENTIAL*, in any case): its value is never written to a log.
+bool IsSecretLooking(std::string_view name);
+
+// "K=V" variables as a log line shows them: space-separated, secret-looking values redacted
+// ("K=<redacted>").
+std::string ShownEnv(const std::vector<std::string>& env);
+
 // Whether a launcher variable is forwarded to remote workers (spec §3.3): not BASH_FUNC_*,
 // OLDPWD*, *CUDA_VISIBLE_DEVICES*, _HOROVOD_SECRET_KEY*. Local workers inherit everything.
 bool IsExportable(std::string_view name);

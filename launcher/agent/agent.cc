@@ -20,10 +20,10 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <openssl/evp.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "launcher/agent/host_network.h"
 #include "launcher/agent/wire.h"
 #include "launcher/gpu_slots.h"
 #include "launcher/output/output_sink.h"
@@ -77,22 +77,6 @@ std::string BuildId() {
   return id;
 }
 
-std::string FileSha256(const char* path) {
-  FILE* f = fopen(path, "rb");
-  if (f == nullptr) return "unknown";
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), f)) > 0) EVP_DigestUpdate(ctx, buffer, n);
-  fclose(f);
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(ctx, digest, &length);
-  EVP_MD_CTX_free(ctx);
-  return Hex(digest, length);
-}
-
 // Wraps each piece of a rank's output into a frame for the launcher (RankOutput::framer).
 class FrameFramer : public LineFramer {
  public:
@@ -125,6 +109,7 @@ class Agent {
                                        std::chrono::milliseconds(static_cast<int>(options_.grace_s * 1000)));
     ranks_->set_on_finished([this] { OnFinished(); });
     environment_ = CurrentEnvironment();
+    network_.emplace(options_.host, EnvValue(environment_, "SSH_CONNECTION"));
     CountGpus();
     int in = dup(STDIN_FILENO);
     fcntl(in, F_SETFL, O_NONBLOCK);
@@ -241,37 +226,48 @@ class Agent {
     }
   }
 
-  void StartRank(uint32_t id, const std::string& command) {
+  // The rank kStart describes, exec'd here with no shell: in its directory, with its
+  // variables over the login's this agent inherited, its share of the host's GPUs and the host's
+  // network facts, argv[0] found on its PATH.
+  void StartRank(uint32_t id, const std::string& data) {
+    RankStart start;
+    std::string err;
+    if (!ParseRankStart(data, &start, &err)) return Stop("a bad rank from the launcher: " + err);
     LaunchSpec spec;
-    spec.argv = {"/bin/sh", "-c", command};
+    spec.argv = std::move(start.argv);
+    spec.cwd = std::move(start.cwd);
     spec.env = environment_;
     if (auto share = shares_.find(id); share != shares_.end()) {
-      std::string devices, err;
+      std::string devices;
       bool ok = ShareGpus(share->second, &devices, &err);
       shares_.erase(share);
-      if (!ok) return Refuse(id, err, kExitUsage);
-      std::erase_if(spec.env, [](const std::string& kv) { return kv.starts_with("CUDA_VISIBLE_DEVICES="); });
-      spec.env.push_back("CUDA_VISIBLE_DEVICES=" + devices);
+      if (!ok) return Refuse(id, "etrun: error: agent on " + options_.host + ": " + err, kExitUsage);
+      spec.env = OverlayEnvironment(std::move(spec.env), {"CUDA_VISIBLE_DEVICES=" + devices});
     }
+    spec.env = OverlayEnvironment(std::move(spec.env), start.env);
+    std::vector<std::string> facts;
+    if (!network_->Vars(start.network, start.ssh_connection, &facts, &err)) {
+      return Refuse(id, err, kHostNetworkFailure);
+    }
+    spec.env = OverlayEnvironment(std::move(spec.env), facts);
     RankOutput output;
     output.console_out = out_;
     output.console_err = out_;
     output.framer = [id](bool is_stderr) -> std::unique_ptr<LineFramer> {
       return std::make_unique<FrameFramer>(is_stderr ? kStderr : kStdout, id);
     };
-    std::string err;
     int set_id = -1;
     if (!ranks_->Start(static_cast<int>(id), options_.host, -1, spec, output, &err, &set_id)) {
-      return Refuse(id, err, kExitCommandNotFound);
+      return Refuse(id, "etrun: error: agent on " + options_.host + ": " + err, kExitCommandNotFound);
     }
     ids_[id] = set_id;
     launcher_ids_[set_id] = id;
   }
 
-  // Rank `id` does not start: its stderr says why, and it exits with `code`.
-  void Refuse(uint32_t id, const std::string& why, int code) {
+  // Rank `id` does not start: its stderr says `line`, and it exits with `code`.
+  void Refuse(uint32_t id, const std::string& line, int code) {
     std::string frames;
-    AppendFlushedFrame(&frames, kStderr, id, "etrun: error: agent on " + options_.host + ": " + why + "\n");
+    AppendFlushedFrame(&frames, kStderr, id, line + "\n");
     AppendFlushedFrame(&frames, kExit, id, ExitText(ExitStatus::Exited(code)));
     sink_->Append(out_, frames);
   }
@@ -374,6 +370,7 @@ class Agent {
   int out_ = -1;
   std::unique_ptr<RankSet> ranks_;
   std::vector<std::string> environment_;
+  std::optional<HostNetworkFinder> network_;  // the host's network facts, found once each
   std::optional<asio::posix::stream_descriptor> input_;
   char buffer_[1 << 16];
   FrameReader reader_;
@@ -403,7 +400,7 @@ bool ParseSeconds(const char* text, double* out) {
 const std::string& AgentId() {
   static const std::string id = [] {
     std::string build = BuildId();
-    return build.empty() ? FileSha256("/proc/self/exe") : build;
+    return build.empty() ? std::string("unknown") : build;
   }();
   return id;
 }

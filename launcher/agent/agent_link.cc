@@ -9,6 +9,7 @@
 
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
+#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
 namespace etrun::launcher::agent {
@@ -22,17 +23,17 @@ constexpr size_t kErrorLinesKept = 4;
 
 }  // namespace
 
-std::shared_ptr<const std::string> AgentImage::Bytes() {
-  if (bytes_ != nullptr) return bytes_;
-  auto bytes = std::make_shared<std::string>();
-  if (FILE* f = fopen(path.c_str(), "rb")) {
-    char chunk[1 << 16];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) bytes->append(chunk, n);
-    fclose(f);
+const std::string& AgentImage::sha256() {
+  if (!sha256_.empty()) return sha256_;
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(bytes_.data(), bytes_.size(), digest, &length, EVP_sha256(), nullptr);
+  static const char kDigits[] = "0123456789abcdef";
+  for (unsigned int i = 0; i < length; ++i) {
+    sha256_ += kDigits[digest[i] >> 4];
+    sha256_ += kDigits[digest[i] & 15];
   }
-  bytes_ = std::move(bytes);
-  return bytes_;
+  return sha256_;
 }
 
 AgentLink::AgentLink(asio::io_context* io, RankHostEvents* events, Options options)
@@ -188,10 +189,7 @@ void AgentLink::OnPreamble(const char* data, size_t n) {
     start = end + 1;
     if (line.starts_with(kHelloLine)) {
       std::string id(line.substr(sizeof(kHelloLine) - 1));
-      if (options_.image != nullptr && id != options_.image->id) {
-        spdlog::debug("{}: the agent there is build {} (this etrun is {})", options_.host, id,
-                      options_.image->id);
-      }
+      spdlog::debug("{}: the agent there is build {}", options_.host, id);
       state_ = State::kUp;
       last_heard_ = std::chrono::steady_clock::now();
       spdlog::debug("{}: agent up after {:.3f} s", options_.host,
@@ -279,8 +277,7 @@ void AgentLink::Send(std::string bytes) {
 }
 
 void AgentLink::SendImage() {
-  image_bytes_ = options_.image->Bytes();
-  if (image_bytes_->empty()) return Lose("cannot read " + options_.image->path + " to send it");
+  if (options_.image->bytes().empty()) return Lose("this etrun carries no agent to send");
   image_queued_ = true;
   Flush();
 }
@@ -303,11 +300,8 @@ void AgentLink::Flush() {
   if (image_queued_) {
     image_queued_ = false;
     writing_ = true;
-    asio::async_write(*to_, asio::buffer(*image_bytes_), [this, done, image = image_bytes_](
-                                                              const boost::system::error_code& ec, size_t n) {
-      image_bytes_.reset();
-      done(ec, n);
-    });
+    std::string_view bytes = options_.image->bytes();
+    asio::async_write(*to_, asio::buffer(bytes.data(), bytes.size()), done);
     return;
   }
   // The bootstrap goes first; frames wait until the agent runs (what comes before it is the

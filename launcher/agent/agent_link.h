@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -43,15 +44,24 @@ struct AgentTransport {
   pid_t pid = -1;         // a local process that carries them (a remote shell), reaped by the link
 };
 
-// The binary the launcher brings to hosts that have no usable agent: its own.
-struct AgentImage {
-  std::string path;  // this executable
-  std::string id;    // AgentId()
-  // Its bytes, read on first need and shared by every link that sends them.
-  std::shared_ptr<const std::string> Bytes();
+// The agent the launcher brings to hosts that have none usable (etrun-agent): its bytes as the
+// running etrun holds them (embedded in it when it was built: an etrun upgraded on disk during a
+// job still brings the build it runs), their SHA-256, by which hosts verify every copy before they
+// run it, and the path of the same agent beside this etrun, where a host that shares the
+// launcher's files has it too. Loop thread only.
+class AgentImage {
+ public:
+  // `bytes` must outlive the image (static storage: cli/agent_image.h).
+  AgentImage(std::string_view bytes, std::string beside) : bytes_(bytes), beside_(std::move(beside)) {}
+  std::string_view bytes() const { return bytes_; }
+  const std::string& beside() const { return beside_; }
+  // Hex; computed on first need (only a job with remote hosts pays for it).
+  const std::string& sha256();
 
  private:
-  std::shared_ptr<const std::string> bytes_;
+  std::string_view bytes_;
+  std::string beside_;
+  std::string sha256_;
 };
 
 class AgentLink : public RankHost {
@@ -146,11 +156,10 @@ class AgentLink : public RankHost {
   FrameReader reader_;
   bool paused_ = false;       // RankHostEvents asked to stop reading
   bool reading_ = false;
-  // Writes: what waits, and the image being sent (written from its shared bytes).
+  // Writes: what waits, and the image being sent (written from its bytes in place).
   std::string script_;        // Options::script, until written
   std::string outgoing_;
   std::string in_flight_;
-  std::shared_ptr<const std::string> image_bytes_;
   bool image_queued_ = false;
   bool writing_ = false;
   std::string why_;           // why it was lost

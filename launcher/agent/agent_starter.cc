@@ -10,19 +10,14 @@
 #include "discovery/cluster_kind.h"
 #include "launcher/agent/agent.h"
 #include "launcher/agent/agent_bootstrap.h"
-#include "launcher/agent/rank_command.h"
+#include "launcher/agent/wire.h"
 #include "launcher/process/child.h"
+#include "launcher/worker_env.h"
 #include "launcher/ssh/remote_shell.h"
 
 namespace etrun::launcher::agent {
 
 namespace {
-
-std::string SelfPath() {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  return n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("etrun");
-}
 
 // Starts `command_line` under /bin/sh with pipes as its stdin, stdout and stderr, in its own
 // process group, killed if etrun dies. Returns false and sets *err when it cannot be forked.
@@ -64,15 +59,16 @@ bool StartRemoteShell(const std::string& command_line, const std::vector<std::st
 
 }  // namespace
 
-AgentStarter::AgentStarter(const JobConfig& config, std::vector<std::string> environment)
-    : config_(config), environment_(std::move(environment)) {
+AgentStarter::AgentStarter(const JobConfig& config, std::vector<std::string> environment,
+                           AgentImage* image)
+    : config_(config), environment_(std::move(environment)), image_(image) {
   // This machine's CUDA_VISIBLE_DEVICES names its GPUs, never another host's: a remote shell that
   // passes its environment on (srun does) must not make a host's agent take it for its own.
-  std::erase_if(environment_, [](const std::string& kv) { return kv.starts_with("CUDA_VISIBLE_DEVICES="); });
-  image_.path = SelfPath();
-  image_.id = AgentId();
-  struct stat st = {};
-  if (stat(image_.path.c_str(), &st) == 0) image_size_ = static_cast<size_t>(st.st_size);
+  // etrun's own secrets stay here too: srun passes its environment on to the agent, and so to
+  // the ranks.
+  std::erase_if(environment_, [](const std::string& kv) {
+    return kv.starts_with("CUDA_VISIBLE_DEVICES=") || IsEtrunSecret(std::string_view(kv).substr(0, kv.find('=')));
+  });
 }
 
 AgentStarter::~AgentStarter() { Detach(); }
@@ -109,12 +105,13 @@ AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
   agent.launcher_timeout_s = std::max(10.0, 3 * config_.host_timeout_s);
   agent.gpus_per_rank = config_.gpus_per_rank.value_or(0);
   agent.ranks_per_gpu = config_.ranks_per_gpu.value_or(0);
-  std::string bootstrap =
-      BootstrapCommand(image_.path, image_.id, image_size_, agent, AgentEnvironment(environment_));
+  AgentRef ref;
+  if (image_ != nullptr) ref = {image_->sha256(), image_->bytes().size(), image_->beside()};
+  std::string bootstrap = BootstrapCommand(ref, agent, AgentEnvironment(environment_));
   AgentLink::Options options;
   options.host = rank.host;
   options.lost_after_s = config_.host_timeout_s;
-  options.image = &image_;
+  options.image = image_;
   // A cluster signalling the job's own steps (Slurm: scancel --signal=TERM, preemption) drains
   // the whole job, as when it signals the batch shell; a node of an allocation it grew onto
   // ending is no stop, and neither is one pod of a remote shell being terminated (its host is
@@ -166,7 +163,7 @@ bool AgentStarter::Plan(const RemoteRank& rank, LaunchSpec* spec, std::string* e
   }
   Host* host = Open(rank);
   spec->remote_host = host->link.get();
-  spec->remote_command = RankCommand(rank, host->ssh_connection);
+  spec->remote_command = RankStartText({rank.cwd, rank.env, rank.argv, rank.network, host->ssh_connection});
   spec->remote_gpus = rank.gpus;
   return true;
 }

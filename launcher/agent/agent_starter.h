@@ -28,7 +28,9 @@ class AgentStarter : public RemoteStarter {
   // machine's GPUs). A rank's route (RemoteRank::start) says how its host's agent starts: a route
   // of a cluster kind's is that cluster's step (its messages say so), and the job's own
   // allocation's agents pass the cluster's SIGTERM on.
-  AgentStarter(const JobConfig& config, std::vector<std::string> environment);
+  // `image` (may be null: hosts must have the agent) is what hosts without one get; it must
+  // outlive the starter.
+  AgentStarter(const JobConfig& config, std::vector<std::string> environment, AgentImage* image);
   ~AgentStarter() override;
 
   void Attach(boost::asio::io_context* io, RankHostEvents* events) override;
@@ -52,8 +54,7 @@ class AgentStarter : public RemoteStarter {
   std::vector<std::string> environment_;
   boost::asio::io_context* io_ = nullptr;
   RankHostEvents* events_ = nullptr;
-  AgentImage image_;
-  size_t image_size_ = 0;
+  AgentImage* image_;
   std::map<std::string, Host> hosts_;
   // Links that were lost and replaced by a new connection to the same host: kept until Detach
   // (the rank set may still name them) and asked by Unreachable for a short while.

@@ -88,4 +88,65 @@ bool FrameReader::Feed(std::string_view data, const std::function<void(Frame&)>&
   return true;
 }
 
+std::string RankStartText(const RankStart& start) {
+  std::string out;
+  auto item = [&out](char tag, std::string_view text) {
+    out += tag;
+    out.append(text);
+    out += '\0';
+  };
+  item('C', start.cwd);
+  for (const std::string& kv : start.env) item('E', kv);
+  for (const std::string& a : start.argv) item('A', a);
+  const HostNetwork& net = start.network;
+  if (net.resolve) item('R', "");
+  if (!net.launcher_address.empty()) item('L', net.launcher_address);
+  if (start.ssh_connection) item('S', "");
+  for (const std::string& v : net.address_vars) item('V', v);
+  for (const std::string& v : net.interface_vars) item('I', v);
+  if (!net.require_interface.empty()) item('N', net.require_interface);
+  return out;
+}
+
+bool ParseRankStart(std::string_view text, RankStart* start, std::string* err) {
+  RankStart s;
+  bool cwd = false;
+  while (!text.empty()) {
+    size_t end = text.find('\0');
+    if (end == std::string_view::npos) {
+      *err = "an item without its end";
+      return false;
+    }
+    char tag = text[0];
+    std::string value(text.substr(1, end - 1));
+    text.remove_prefix(end + 1);
+    switch (tag) {
+      case 'C': s.cwd = std::move(value); cwd = true; break;
+      case 'E':
+        if (value.find('=') == std::string::npos || value.front() == '=') {
+          *err = "a variable without a name";
+          return false;
+        }
+        s.env.push_back(std::move(value));
+        break;
+      case 'A': s.argv.push_back(std::move(value)); break;
+      case 'R': s.network.resolve = true; break;
+      case 'L': s.network.launcher_address = std::move(value); break;
+      case 'S': s.ssh_connection = true; break;
+      case 'V': s.network.address_vars.push_back(std::move(value)); break;
+      case 'I': s.network.interface_vars.push_back(std::move(value)); break;
+      case 'N': s.network.require_interface = std::move(value); break;
+      default:
+        *err = std::string("an unknown item '") + tag + "'";
+        return false;
+    }
+  }
+  if (!cwd || s.argv.empty() || s.argv.front().empty()) {
+    *err = "no directory or no command";
+    return false;
+  }
+  *start = std::move(s);
+  return true;
+}
+
 }  // namespace etrun::launcher::agent

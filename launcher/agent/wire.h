@@ -12,9 +12,11 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "events/exit_status.h"
 #include "launcher/process/spawner.h"
+#include "launcher/remote_starter.h"
 
 namespace etrun::launcher::agent {
 
@@ -27,7 +29,7 @@ inline constexpr char kNeedLine[] = "\036etrun-need";
 
 enum Op : char {
   // launcher -> agent
-  kStart = 'S',   // data: the rank's command, for /bin/sh -c
+  kStart = 'S',   // data: RankStartText, the rank the agent starts itself
   kSignal = 'K',  // data: the signal number, decimal; to the rank's process group
   kRun = 'R',     // data: a command run detached, output discarded (fencing)
   kPing = 'P',    // the launcher is alive
@@ -68,6 +70,24 @@ bool ParseExitText(std::string_view text, ExitStatus* status);
 // "<gpus_per_rank> <ranks_per_gpu> <local_rank>", and back; false for anything else.
 std::string GpuShareText(const GpuShare& share);
 bool ParseGpuShare(std::string_view text, GpuShare* share);
+
+// A rank to start (kStart's data): all the agent needs to exec the rank itself, so no shell runs
+// for it and no value of it stands on any command line there. RankStartText writes it as items,
+// each a tag byte, its text and a NUL: 'C' the directory, 'E' one "K=V", 'A' one argv word, and
+// its host's network facts: 'R' to resolve them, 'L' the launcher address, 'S' read
+// SSH_CONNECTION, 'V' an address variable, 'I' an interface variable, 'N' the interface the host
+// must have. Variables and argv words cannot hold a NUL (execve's cannot), so nothing is escaped.
+struct RankStart {
+  std::string cwd;                // changed to first; failure ignored
+  std::vector<std::string> env;   // "K=V", over the agent's (its login's) environment
+  std::vector<std::string> argv;  // argv[0] looked up on the rank's PATH
+  HostNetwork network;
+  bool ssh_connection = false;    // the agent runs under SSH: SSH_CONNECTION names the launcher
+};
+std::string RankStartText(const RankStart& start);
+// Returns false and sets *err for text RankStartText did not write (an unknown or unterminated
+// item, a variable without a name, no directory, no command).
+bool ParseRankStart(std::string_view text, RankStart* start, std::string* err);
 
 // Frames out of a byte stream fed in pieces.
 class FrameReader {

@@ -42,7 +42,14 @@ int SetUpChild(pid_t parent, const ChildOptions& o) {
   }
   int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   int in = o.stdin_fd >= 0 ? o.stdin_fd : devnull;
-  if (devnull < 0 || dup2(in, STDIN_FILENO) < 0) return errno;
+  if (in < 0) {
+    // No /dev/null (a bare container root): stdin is a pipe whose writer is gone, read as EOF.
+    int ends[2];
+    if (pipe2(ends, O_CLOEXEC) != 0) return errno;
+    close(ends[1]);
+    in = ends[0];
+  }
+  if (dup2(in, STDIN_FILENO) < 0) return errno;
   int out = o.stdout_fd >= 0 ? o.stdout_fd : (o.devnull_output ? devnull : -1);
   int err = o.stderr_fd >= 0 ? o.stderr_fd : (o.devnull_output ? devnull : -1);
   if ((out >= 0 && dup2(out, STDOUT_FILENO) < 0) || (err >= 0 && dup2(err, STDERR_FILENO) < 0)) {
@@ -55,6 +62,9 @@ int SetUpChild(pid_t parent, const ChildOptions& o) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   if (o.nofile != nullptr) setrlimit(RLIMIT_NOFILE, o.nofile);
+  if (o.cwd != nullptr && chdir(o.cwd) != 0) {
+    // Where it is: the rank runs in the directory it started in, as before a failed `cd`.
+  }
   // No descriptor of etrun's reaches the program: its own are close-on-exec, but the sockets
   // Asio opens are not (a rank inherited two), nor what etrun's parent left open. Marked, not
   // closed: the guardian's body (ForkChild) still reads its pipe.

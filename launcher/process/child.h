@@ -50,6 +50,8 @@ struct ChildOptions {
   bool devnull_output = false;
   bool shell_fallback = false;  // a file without "#!" runs with /bin/sh, as execvp does
   const struct rlimit* nofile = nullptr;  // restored in the child (FileLimit::for_children)
+  const char* cwd = nullptr;  // changed to before the exec; a failure is ignored (as `cd` before
+                              // a command a shell runs anyway). null: etrun's own
 };
 
 struct Child {

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace etrun::launcher {
 
 std::vector<std::string> CurrentEnvironment() {
@@ -17,6 +19,25 @@ std::string EnvValue(const std::vector<std::string>& env, std::string_view name)
     }
   }
   return "";
+}
+
+std::vector<std::string> OverlayEnvironment(std::vector<std::string> base,
+                                            const std::vector<std::string>& over) {
+  for (const std::string& kv : over) {
+    size_t eq = kv.find('=');
+    std::string_view name(kv.data(), eq == std::string::npos ? kv.size() : eq + 1);  // "K="
+    auto first = std::find_if(base.begin(), base.end(),
+                              [name](const std::string& entry) { return entry.starts_with(name); });
+    if (first == base.end()) {
+      base.push_back(kv);
+      continue;
+    }
+    *first = kv;
+    base.erase(std::remove_if(first + 1, base.end(),
+                              [name](const std::string& entry) { return entry.starts_with(name); }),
+               base.end());
+  }
+  return base;
 }
 
 }  // namespace etrun::launcher

@@ -14,7 +14,7 @@ namespace etrun::launcher {
 bool LocalSpawner::Start(const LaunchSpec& spec, SpawnedProcess* out, std::string* err,
                          int* err_no) {
   *err_no = 0;
-  std::string program = FindProgram(spec.argv.at(0), EnvValue(spec.env, "PATH"), err);
+  std::string program = FindProgram(spec.argv.at(0), EnvValue(spec.env, "PATH"), err, spec.cwd);
   if (program.empty()) {
     *err = "cannot run '" + spec.argv[0] + "': " + *err;
     return false;
@@ -34,6 +34,7 @@ bool LocalSpawner::Start(const LaunchSpec& spec, SpawnedProcess* out, std::strin
   options.stderr_fd = err_pipe[1];
   options.shell_fallback = true;
   options.nofile = limit_ != nullptr ? limit_->for_children() : nullptr;
+  options.cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();
   Child child;
   bool started = StartChild(program, spec.argv, spec.env, options, &child, err, err_no);
   close(out_pipe[1]);

@@ -27,13 +27,15 @@ struct GpuShare {
 };
 
 struct LaunchSpec {
-  std::vector<std::string> argv;  // argv[0] is looked up in PATH unless it contains '/'
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH (relative to cwd) unless it contains '/'
   std::vector<std::string> env;   // complete environment, "K=V"
+  std::string cwd;                // its working directory (failure to enter it ignored); "": etrun's
   // A rank (false) dies with etrun (SIGKILL on parent death, the guardian) and is signalled as a
   // process group. A supervisor such as mpirun gets SIGTERM when etrun dies so that it stops its
   // own ranks, is left out of the guardian and is signalled alone.
   bool supervisor = false;
-  // A rank on another host: its agent runs `remote_command` there (argv and env are not used).
+  // A rank on another host: its agent starts the rank `remote_command` describes there (the
+  // agent wire's RankStartText; argv, env and cwd are not used).
   RankHost* remote_host = nullptr;
   std::string remote_command;
   GpuShare remote_gpus;  // none unless enabled()

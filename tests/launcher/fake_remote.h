@@ -13,7 +13,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "events/exit_status.h"
-#include "launcher/agent/rank_command.h"
+#include "launcher/agent/wire.h"
 #include "launcher/job_config.h"
 #include "launcher/process/rank_host.h"
 #include "launcher/process/spawner.h"
@@ -39,7 +39,7 @@ class FakeRemote : public RemoteStarter, public RankHost {
     }
     spec->remote_host = this;
     spec->remote_command =
-        agent::RankCommand(rank, rank.start.command.empty());
+        agent::RankStartText({rank.cwd, rank.env, rank.argv, rank.network, rank.start.command.empty()});
     return true;
   }
   bool Unreachable(const std::string& host, const ExitStatus&) const override {

@@ -13,6 +13,7 @@
 
 #include "launcher/agent/agent.h"
 #include "launcher/agent/agent_bootstrap.h"
+#include "launcher/agent/wire.h"
 #include "launcher/output/output_sink.h"
 #include "launcher/ssh/remote_shell.h"
 #include "tests/launcher/fake_remote.h"
@@ -72,6 +73,18 @@ struct Fixture {
   std::unique_ptr<RankLauncher> launcher;
 };
 
+// The rank a remote rank's spec asks its agent to start (the agent wire's kStart data).
+agent::RankStart Started(const LaunchSpec& spec) {
+  agent::RankStart start;
+  std::string err;
+  REQUIRE(agent::ParseRankStart(spec.remote_command, &start, &err));
+  return start;
+}
+
+bool Has(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
 TEST_CASE("a local rank runs the command with its slot's variables, the run's ports and extras") {
   // Given rank 5 (local rank 1) on this machine in round 3 with a restart count, when started,
   // the spawner gets the command with the slot's Horovod and torch variables winning over
@@ -128,11 +141,11 @@ TEST_CASE("a rank on another host is its agent's, with the exported environment"
   std::string err;
   REQUIRE(f.Launcher().Plan(Fixture::Request("127.0.0.2", 2, 0), &spec, &err));
   CHECK(spec.remote_host == &f.remote);
-  const std::string& command = spec.remote_command;
-  CHECK(command.find("'HOROVOD_RANK=2'") != std::string::npos);
-  CHECK(command.find("'MINE=1'") != std::string::npos);
-  CHECK(command.find("CUDA_VISIBLE_DEVICES") == std::string::npos);
-  CHECK(command.find("'python3' 'train.py'") != std::string::npos);
+  agent::RankStart start = Started(spec);
+  CHECK(Has(start.env, "HOROVOD_RANK=2"));
+  CHECK(Has(start.env, "MINE=1"));
+  CHECK(EnvValue(start.env, "CUDA_VISIBLE_DEVICES").empty());
+  CHECK(start.argv == std::vector<std::string>{"python3", "train.py"});
   int id = -1;
   REQUIRE(f.Launcher().Start(Fixture::Request("127.0.0.2", 2, 0), &id, &err));
   CHECK(f.remote.started == std::vector<int>{id});
@@ -141,8 +154,8 @@ TEST_CASE("a rank on another host is its agent's, with the exported environment"
 }
 
 TEST_CASE("a remote rank is told to find its network there; a named interface is checked there") {
-  // Per host (no --network-interface, hosts elsewhere): the wrapper sets the rendezvous address,
-  // MASTER_ADDR (rank 0 here) and the interfaces on the host (remote_command_test runs it).
+  // Per host (no --network-interface, hosts elsewhere): the agent sets the rendezvous address,
+  // MASTER_ADDR (rank 0 here) and the interfaces on the host (host_network_test finds them).
   Fixture f;
   RankRequest request = Fixture::Request("127.0.0.2", 2, 0);
   request.run.per_host = true;
@@ -151,28 +164,28 @@ TEST_CASE("a remote rank is told to find its network there; a named interface is
   LaunchSpec spec;
   std::string err;
   REQUIRE(f.Launcher().Plan(request, &spec, &err));
-  std::string command = spec.remote_command;
-  CHECK(command.find("SSH_CONNECTION") != std::string::npos);
-  for (const char* v : {"HOROVOD_GLOO_RENDEZVOUS_ADDR=\"$a\"", "MASTER_ADDR=\"$a\"",
-                        "HOROVOD_GLOO_IFACE=\"$i\"", "NCCL_SOCKET_IFNAME=\"$i\"",
-                        "GLOO_SOCKET_IFNAME=\"$i\""}) {
-    CHECK_MESSAGE(command.find(std::string("export ") + v) != std::string::npos, v);
+  agent::RankStart start = Started(spec);
+  CHECK(start.ssh_connection);
+  CHECK(start.network.resolve);
+  CHECK(start.network.address_vars == std::vector<std::string>{"HOROVOD_GLOO_RENDEZVOUS_ADDR", "MASTER_ADDR"});
+  for (const char* v : {"HOROVOD_GLOO_IFACE", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+    CHECK_MESSAGE(Has(start.network.interface_vars, v), v);
   }
   // The user's own GLOO_SOCKET_IFNAME is kept; rank 0 elsewhere: MASTER_ADDR is its host's.
   f.environment.push_back("GLOO_SOCKET_IFNAME=ib0");
   request.run.master_is_launcher = false;
   REQUIRE(f.Launcher().Plan(request, &spec, &err));
-  command = spec.remote_command;
-  CHECK(command.find("export GLOO_SOCKET_IFNAME") == std::string::npos);
-  CHECK(command.find("export MASTER_ADDR") == std::string::npos);
-  CHECK(command.find("export HOROVOD_GLOO_IFACE") != std::string::npos);
+  start = Started(spec);
+  CHECK_FALSE(Has(start.network.interface_vars, "GLOO_SOCKET_IFNAME"));
+  CHECK_FALSE(Has(start.network.address_vars, "MASTER_ADDR"));
+  CHECK(Has(start.network.interface_vars, "HOROVOD_GLOO_IFACE"));
   // --network-interface: horovodrun's meaning, the name checked on the host; nothing resolved.
   f.config.network_interfaces = {"lo"};
   request.run.per_host = false;
   REQUIRE(f.Launcher().Plan(request, &spec, &err));
-  command = spec.remote_command;
-  CHECK(command.find("/proc/net/dev") != std::string::npos);
-  CHECK(command.find("SSH_CONNECTION") == std::string::npos);
+  start = Started(spec);
+  CHECK(start.network.require_interface == "lo");
+  CHECK_FALSE(start.network.resolve);
 }
 
 TEST_CASE("GPU slots give each local rank its devices, and refuse a rank beyond them") {
@@ -236,9 +249,9 @@ TEST_CASE("with --remote-shell a host's agent starts through the command, {host}
   // finds (or receives) this build of etrun and runs it as the host's agent.
   agent::AgentOptions options;
   options.host = "127.0.0.2";
-  std::string bootstrap = agent::BootstrapCommand("/opt/etrun/bin/etrun", "abc123", 4096, options);
-  CHECK(bootstrap.find("__agent-id") != std::string::npos);
-  CHECK(bootstrap.find("__agent --host") != std::string::npos);
+  std::string bootstrap = agent::BootstrapCommand({"abc123", 4096, "/opt/etrun/bin/etrun-agent"}, options);
+  CHECK(bootstrap.find("sha256sum") != std::string::npos);  // every candidate checked by content
+  CHECK(bootstrap.find("--host '127.0.0.2'") != std::string::npos);
   CHECK(bootstrap.find("head -c 4096") != std::string::npos);
   CHECK(bootstrap.find('\n') == std::string::npos);  // one line: `sh -s` there reads it whole
   // The command runs `sh -s`, which reads the bootstrap from its stdin: the same words whether

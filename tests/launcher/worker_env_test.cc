@@ -174,3 +174,20 @@ TEST_CASE("remote export filter follows horovod's anchored patterns (spec 3.3)")
   CHECK_FALSE(IsExportable("NV_CUDA_VISIBLE_DEVICES_X"));
   CHECK_FALSE(IsExportable("_HOROVOD_SECRET_KEY"));
 }
+
+TEST_CASE("etrun's own secrets never reach a rank, and logs show no secret's value") {
+  // ETRUN_POOL_TOKEN lets its holder steer a pool: no rank gets it, local or remote.
+  etrun::rendezvous::SlotInfo slot;
+  std::vector<std::string> env = BuildWorkerEnv({"ETRUN_POOL_TOKEN=t0k3n", "KEPT=1"}, Tunables{}, slot, 0, {});
+  CHECK(std::find(env.begin(), env.end(), "KEPT=1") != env.end());
+  CHECK(std::none_of(env.begin(), env.end(), [](const std::string& kv) { return kv.starts_with("ETRUN_POOL_TOKEN"); }));
+  using etrun::launcher::IsSecretLooking;
+  for (const char* name : {"ETRUN_POOL_TOKEN", "AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY", "db_password",
+                           "HF_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS"}) {
+    CAPTURE(name);
+    CHECK(IsSecretLooking(name));
+  }
+  CHECK_FALSE(IsSecretLooking("HOROVOD_RANK"));
+  CHECK(etrun::launcher::ShownEnv({"HOROVOD_RANK=0", "MY_API_KEY=s3cr3t", "NAME_ONLY"}) ==
+        "HOROVOD_RANK=0 MY_API_KEY=<redacted> NAME_ONLY");
+}

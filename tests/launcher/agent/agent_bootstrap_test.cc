@@ -1,9 +1,11 @@
-// The bootstrap (agent_bootstrap.h) run for real under /bin/sh, as a host's login runs it, with
-// a stand-in etrun: a script that answers `__agent-id` with its id and `__agent ...` by naming
-// itself. It runs the launcher's build where it is, else receives it on stdin into the cache,
-// and refuses in one line when it can store it nowhere.
+// The bootstrap (agent_bootstrap.h) run for real under the host's sh (/bin/sh, and busybox's sh
+// with only busybox's applets on PATH, as in a minimal container), as a host's login runs it,
+// with a stand-in agent: a script that names itself. It runs a copy only once its content is the
+// launcher's agent's and where nobody else may change it; else it receives the agent on stdin
+// into a private cache; what it cannot use or write safely is one line.
 #include "launcher/agent/agent_bootstrap.h"
 
+#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <string>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "launcher/agent/wire.h"
 
@@ -21,10 +24,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string StandIn(const std::string& id) {
-  return "#!/bin/sh\n"
-         "[ \"$1\" = __agent-id ] && { echo " + id + "; exit 0; }\n"
-         "echo \"agent $0 $* ASAN=$ASAN_OPTIONS\"\n";
+std::string StandIn(const std::string& build) {
+  return "#!/bin/sh\n# " + build + "\necho \"agent $0 $* ASAN=$ASAN_OPTIONS\"\n";
+}
+
+std::string Sha256(const std::string& bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+// A planted program: leaves a marker when it runs.
+std::string Planted(const std::string& marker) {
+  return "#!/bin/sh\ntouch " + marker + "\necho planted\n";
 }
 
 struct Run {
@@ -32,19 +47,38 @@ struct Run {
   std::string out;
 };
 
-// Runs `command` under sh with HOME=`home`, `input` on stdin; stdout and stderr together.
-Run Shell(const std::string& command, const std::string& home, const std::string& input) {
+// The shells a host may have: /bin/sh, and busybox's sh with only busybox's applets on PATH
+// (a minimal container's), when busybox is installed.
+struct Host {
+  std::string sh = "/bin/sh";
+  std::string path = "/usr/bin:/bin";
+};
+
+std::vector<Host> Hosts(const std::string& dir) {
+  std::vector<Host> hosts = {Host{}};
+  if (access("/bin/busybox", X_OK) != 0) return hosts;
+  std::string bin = dir + "/busybox-bin";
+  fs::create_directories(bin);
+  for (const char* applet : {"sh", "ls", "id", "readlink", "dirname", "cut", "sha256sum", "head",
+                             "mktemp", "ln", "mv", "rm", "chmod", "mkdir", "touch", "cat"}) {
+    fs::create_symlink("/bin/busybox", bin + "/" + applet);
+  }
+  hosts.push_back({bin + "/sh", bin});
+  return hosts;
+}
+
+// Runs `command` under `host`'s sh with HOME=`home`, `input` on stdin; stdout and stderr together.
+Run Shell(const Host& host, const std::string& command, const std::string& home, const std::string& input) {
   std::string in_path = home + "/stdin", out_path = home + "/stdout";
   std::ofstream(in_path) << input;
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    freopen(in_path.c_str(), "r", stdin);
-    freopen(out_path.c_str(), "w", stdout);
+    if (freopen(in_path.c_str(), "r", stdin) == nullptr || freopen(out_path.c_str(), "w", stdout) == nullptr) _exit(126);
     dup2(1, 2);
-    std::string h = "HOME=" + home;
-    char* env[] = {const_cast<char*>(h.c_str()), const_cast<char*>("PATH=/usr/bin:/bin"), nullptr};
-    execle("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr), env);
+    std::string h = "HOME=" + home, p = "PATH=" + host.path;
+    char* env[] = {const_cast<char*>(h.c_str()), const_cast<char*>(p.c_str()), nullptr};
+    execle(host.sh.c_str(), "sh", "-c", command.c_str(), static_cast<char*>(nullptr), env);
     _exit(127);
   }
   int status = 0;
@@ -60,64 +94,129 @@ struct Dir {
   Dir() {
     char templ[] = "/tmp/etrun-bootstrap-XXXXXX";
     path = mkdtemp(templ);
+    chmod(path.c_str(), 0700);
   }
   ~Dir() { fs::remove_all(path); }
   std::string path;
 };
 
-TEST_CASE("the launcher's own build where it is on the host runs as the agent, with the sanitizers' options") {
-  Dir home;
-  std::string etrun = home.path + "/etrun";
-  std::ofstream(etrun) << StandIn("build-7");
-  chmod(etrun.c_str(), 0755);
-  AgentOptions options;
-  options.host = "h1";
-  std::vector<std::string> env = AgentEnvironment({"PATH=/x", "ASAN_OPTIONS=log_path=/tmp/a", "HOME=/h"});
-  CHECK(env == std::vector<std::string>{"ASAN_OPTIONS=log_path=/tmp/a"});
-  Run r = Shell(BootstrapCommand(etrun, "build-7", 100, options, env), home.path, "");
-  CHECK(r.code == 0);
-  CHECK(r.out == "agent " + etrun + " __agent --host h1 --launcher-timeout 10 --grace 5 ASAN=log_path=/tmp/a\n");
+void Write(const std::string& path, const std::string& text, mode_t mode = 0755) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << text;
+  chmod(path.c_str(), mode);
 }
 
-TEST_CASE("a host without this build asks for it, stores exactly its bytes in the cache and runs it") {
-  Dir home;
-  std::string other = home.path + "/etrun";
-  std::ofstream(other) << StandIn("an-older-build");  // at the launcher's path, but not this build
-  chmod(other.c_str(), 0755);
-  std::string image = StandIn("build-8");
-  AgentOptions options;
-  options.host = "h2";
-  std::string command = BootstrapCommand(other, "build-8", image.size(), options);
-  // The launcher's bytes, then what the agent would read (frames): the bootstrap takes no more.
-  Run r = Shell(command, home.path, image + "FRAMES");
-  std::string cached = home.path + "/.cache/etrun/agent/build-8/etrun";
-  CHECK(r.code == 0);
-  CHECK(r.out == std::string(kNeedLine) + "\nagent " + cached + " __agent --host h2 --launcher-timeout 10 "
-                 "--grace 5 ASAN=\n");
-  std::ifstream f(cached);
-  CHECK(std::string(std::istreambuf_iterator<char>(f), {}) == image);
-  // The next time, the cache has it: nothing is asked.
-  r = Shell(command, home.path, "");
-  CHECK(r.out == "agent " + cached + " __agent --host h2 --launcher-timeout 10 --grace 5 ASAN=\n");
+AgentRef Ref(const std::string& image, const std::string& beside) {
+  return {Sha256(image), image.size(), beside};
 }
 
-TEST_CASE("a host where the agent cannot be stored says so in one line and exits 255") {
+TEST_CASE("the agent beside the launcher's etrun runs when its content is the launcher's agent's") {
+  Dir dir;
+  for (const Host& host : Hosts(dir.path)) {
+    CAPTURE(host.sh);
+    std::string agent = dir.path + "/bin/etrun-agent";
+    Write(agent, StandIn("build-7"));
+    AgentOptions options;
+    options.host = "h1";
+    std::vector<std::string> env = AgentEnvironment({"PATH=/x", "ASAN_OPTIONS=log_path=/tmp/a", "HOME=/h"});
+    CHECK(env == std::vector<std::string>{"ASAN_OPTIONS=log_path=/tmp/a"});
+    Run r = Shell(host, BootstrapCommand(Ref(StandIn("build-7"), agent), options, env), dir.path, "");
+    CHECK(r.code == 0);
+    CHECK(r.out == "agent " + agent + " --host h1 --launcher-timeout 10 --grace 5 ASAN=log_path=/tmp/a\n");
+  }
+}
+
+TEST_CASE("a file planted at the launcher's path never runs: the host receives the agent, checks it and runs it") {
+  Dir dir;
+  for (const Host& host : Hosts(dir.path)) {
+    CAPTURE(host.sh);
+    std::string home = dir.path + "/home-" + std::to_string(host.sh.size());
+    fs::create_directories(home);
+    std::string marker = home + "/planted-ran";
+    std::string beside = home + "/bin/etrun-agent";
+    Write(beside, Planted(marker));  // not this build: never run, not even to ask
+    std::string image = StandIn("build-8");
+    AgentOptions options;
+    options.host = "h2";
+    std::string command = BootstrapCommand(Ref(image, beside), options);
+    // The launcher's bytes, then what the agent would read (frames): the bootstrap takes no more.
+    Run r = Shell(host, command, home, image + "FRAMES");
+    std::string cached = home + "/.cache/etrun/agent/" + Sha256(image);
+    CHECK(r.code == 0);
+    CHECK(r.out == std::string(kNeedLine) + "\nagent " + cached + " --host h2 --launcher-timeout 10 "
+                   "--grace 5 ASAN=\n");
+    CHECK_FALSE(fs::exists(marker));
+    std::ifstream f(cached);
+    CHECK(std::string(std::istreambuf_iterator<char>(f), {}) == image);
+    CHECK((fs::status(home + "/.cache/etrun/agent").permissions() & fs::perms::all) == fs::perms::owner_all);
+    // Nothing else is left in the cache (the received file was named by its hash, no copy kept).
+    int entries = 0;
+    for (const auto& e : fs::directory_iterator(home + "/.cache/etrun/agent")) entries += e.exists();
+    CHECK(entries == 1);
+    // The next time, the cache has it, checked again: nothing is asked.
+    r = Shell(host, command, home, "");
+    CHECK(r.out == "agent " + cached + " --host h2 --launcher-timeout 10 --grace 5 ASAN=\n");
+    // A copy in the cache that someone changed is not run: a verified one takes its place.
+    Write(cached, Planted(marker), 0700);
+    r = Shell(host, command, home, image);
+    CHECK(r.out == std::string(kNeedLine) + "\nagent " + cached + " --host h2 --launcher-timeout 10 "
+                   "--grace 5 ASAN=\n");
+    CHECK_FALSE(fs::exists(marker));
+  }
+}
+
+TEST_CASE("an agent in a folder others may write, or of another user, is never run") {
+  Dir dir;
+  std::string image = StandIn("build-10");
+  AgentOptions options;
+  std::string marker = dir.path + "/ran";
+  // The right bytes, in a folder anyone may write (someone could swap them before they run).
+  std::string shared = dir.path + "/shared";
+  Write(shared + "/etrun-agent", StandIn("build-10"));
+  chmod(shared.c_str(), 0777);
+  Run r = Shell(Host{}, BootstrapCommand(Ref(image, shared + "/etrun-agent"), options), dir.path, "");
+  CHECK(r.out.starts_with(std::string(kNeedLine)));
+  // A cache folder others may write, with the right agent in it: not used, one line, exit 255.
+  std::string cache = dir.path + "/.cache/etrun/agent";
+  Write(cache + "/" + Sha256(image), image);
+  chmod(cache.c_str(), 0777);
+  r = Shell(Host{}, BootstrapCommand(Ref(image, "/nonexistent/etrun-agent"), options), dir.path, image);
+  CHECK(r.code == 255);
+  CHECK(r.out == "etrun: error: cannot keep etrun's agent in " + cache + ": it is not a private folder "
+                 "of this user (another user owns it or a folder above it, or others may write them): "
+                 "set XDG_CACHE_HOME to a folder of your own, or remove " + cache + "\n");
+  // A cache folder of another user (root may run this test: `nobody` owns it then).
+  if (geteuid() == 0) {
+    chmod(cache.c_str(), 0700);
+    REQUIRE(chown(cache.c_str(), 65534, 65534) == 0);
+    r = Shell(Host{}, BootstrapCommand(Ref(image, "/nonexistent/etrun-agent"), options), dir.path, image);
+    CHECK(r.code == 255);
+    CHECK(r.out.find("it is not a private folder of this user") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(marker));
+}
+
+TEST_CASE("a host where the agent cannot be stored or received whole says so in one line and exits 255") {
   Dir home;
   fs::create_directories(home.path + "/.cache");
-  std::ofstream(home.path + "/.cache/etrun") << "a file where the directory would go";
+  std::ofstream(home.path + "/.cache/etrun") << "a file where the folder would go";
   AgentOptions options;
-  Run r = Shell(BootstrapCommand("/nonexistent/etrun", "build-9", 10, options), home.path, "0123456789");
+  std::string image = "0123456789";
+  AgentRef ref = Ref(image, "/nonexistent/etrun-agent");
+  std::string cache = home.path + "/.cache/etrun/agent";
+  Run r = Shell(Host{}, BootstrapCommand(ref, options), home.path, image);
   CHECK(r.code == 255);
-  CHECK(r.out == "etrun: error: no etrun of this build on the host and cannot write " + home.path +
-                 "/.cache/etrun/agent/build-9: put it at /nonexistent/etrun there, or make the cache "
-                 "writable\n");
-  // Fewer bytes than announced (the connection dropped): nothing half-written is kept or run.
+  CHECK(r.out == "etrun: error: cannot create " + cache + " to keep etrun's agent in: make it creatable, "
+                 "or set XDG_CACHE_HOME to a writable folder of your own\n");
+  // Fewer bytes than announced (the connection dropped), or other bytes: nothing is kept or run.
   fs::remove(home.path + "/.cache/etrun");
-  r = Shell(BootstrapCommand("/nonexistent/etrun", "build-9", 10, options), home.path, "01234");
-  CHECK(r.code == 255);
-  CHECK(r.out == std::string(kNeedLine) + "\netrun: error: could not receive etrun's agent into " +
-                 home.path + "/.cache/etrun/agent/build-9\n");
-  CHECK_FALSE(fs::exists(home.path + "/.cache/etrun/agent/build-9/etrun"));
+  for (const std::string& sent : {std::string("01234"), std::string("abcdefghij")}) {
+    r = Shell(Host{}, BootstrapCommand(ref, options), home.path, sent);
+    CHECK(r.code == 255);
+    CHECK(r.out == std::string(kNeedLine) + "\netrun: error: could not receive etrun's agent into " +
+                   cache + ": check the space left there\n");
+    CHECK(fs::is_empty(cache));
+  }
 }
 
 }  // namespace

@@ -131,11 +131,7 @@ std::vector<Frame> FramesOf(const std::string& bytes) {
 }
 
 TEST_CASE("a host without an agent gets the binary first, and frames only once the agent runs") {
-  std::string path = "/tmp/etrun-agent-image-" + std::to_string(getpid());
-  std::ofstream(path) << "#!/bin/sh\n# not really etrun\n";
-  AgentImage image;
-  image.path = path;
-  image.id = "build-1";
+  AgentImage image("#!/bin/sh\n# not really etrun\n", "/nonexistent/etrun-agent");
   AgentLink::Options options = Named("h1", "ssh h1:22");
   options.image = &image;
   Linked t(options);
@@ -155,7 +151,6 @@ TEST_CASE("a host without an agent gets the binary first, and frames only once t
   CHECK(frames[0].id == 4);
   CHECK(frames[0].data == "echo hi");
   CHECK(t.link.facts() == "hostname=h1\n");
-  std::remove(path.c_str());
 }
 
 TEST_CASE("the agent's frames are each rank's output and exit; signals go to the agent") {

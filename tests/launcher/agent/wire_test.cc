@@ -66,3 +66,55 @@ TEST_CASE("a rank's GPU share travels as three numbers, exactly one flag given")
 
 }  // namespace
 }  // namespace etrun::launcher::agent
+
+namespace etrun::launcher::agent {
+
+// A string literal with its NULs, without the terminating one.
+template <size_t N>
+std::string Raw(const char (&text)[N]) {
+  return std::string(text, N - 1);
+}
+
+TEST_CASE("a rank to start travels as tagged items and reads back the same; anything else is refused") {
+  // Values may hold anything but a NUL: quotes, spaces, newlines, '=' pass as they are.
+  RankStart start;
+  start.cwd = "/work/it's here";
+  start.env = {"SECRET=a b\nc", "EMPTY=", "EQ=x=y"};
+  start.argv = {"python3", "-c", "print('hi')", ""};
+  start.network.resolve = true;
+  start.network.launcher_address = "198.18.0.1";
+  start.network.address_vars = {"MASTER_ADDR"};
+  start.network.interface_vars = {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"};
+  start.network.require_interface = "eth0";
+  start.ssh_connection = true;
+  RankStart back;
+  std::string err;
+  REQUIRE(ParseRankStart(RankStartText(start), &back, &err));
+  CHECK(back.cwd == start.cwd);
+  CHECK(back.env == start.env);
+  CHECK(back.argv == start.argv);
+  CHECK(back.network.resolve);
+  CHECK(back.network.launcher_address == "198.18.0.1");
+  CHECK(back.network.address_vars == start.network.address_vars);
+  CHECK(back.network.interface_vars == start.network.interface_vars);
+  CHECK(back.network.require_interface == "eth0");
+  CHECK(back.ssh_connection);
+  const struct {
+    std::string text;
+    const char* err;
+  } bad[] = {
+      {Raw("C/\0Apython3"), "an item without its end"},
+      {Raw("C/\0Xwhat\0Atrue\0"), "an unknown item 'X'"},
+      {Raw("C/\0E=nameless\0Atrue\0"), "a variable without a name"},
+      {Raw("C/\0ENOEQUALS\0Atrue\0"), "a variable without a name"},
+      {Raw("Atrue\0"), "no directory or no command"},
+      {Raw("C/\0"), "no directory or no command"},
+  };
+  for (const auto& row : bad) {
+    CAPTURE(row.text);
+    CHECK_FALSE(ParseRankStart(row.text, &back, &err));
+    CHECK(err == row.err);
+  }
+}
+
+}  // namespace etrun::launcher::agent

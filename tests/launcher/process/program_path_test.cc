@@ -25,3 +25,17 @@ TEST_CASE("CommandCannotRun is empty for a runnable command and one line for the
 }
 
 }  // namespace etrun::launcher
+
+namespace etrun::launcher {
+
+TEST_CASE("a relative program is the child's: found from the directory it runs in") {
+  // ./x and a relative PATH entry are looked up from `cwd` (the rank's), not etrun's; a cwd that
+  // is not a directory leaves etrun's own, as a failed `cd` would.
+  std::string err;
+  CHECK(FindProgram("./sh", "", &err, "/bin") == "/bin/./sh");
+  CHECK(FindProgram("sh", "bin", &err, "/") == "/bin/sh");
+  CHECK(FindProgram("./sh", "", &err, "/no/such/dir").empty());
+  CHECK(err == "no such file");
+}
+
+}  // namespace etrun::launcher
