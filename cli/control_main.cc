@@ -209,6 +209,10 @@ int ParseScale(int argc, char** argv, ScaleRequest* r) {
       auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), slots);
       if (ec != std::errc() || end != text.data() + text.size()) slots = 0;
     }
+    if (discovery::StartsLikeOption(host)) {
+      return Error("--add: " + discovery::OptionLikeHostError(host) + ": give the host's name or "
+                   "address, got '" + add + "'", 2);
+    }
     if (!discovery::IsValidHostName(host) || slots < 1) {
       return Error("--add: expected HOST:SLOTS with at least 1 slot, got '" + add + "'", 2);
     }

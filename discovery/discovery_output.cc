@@ -56,6 +56,10 @@ bool ParseDiscoveryOutput(std::string_view output, int default_slots,
              std::string(line) + "\"";
       return false;
     }
+    if (StartsLikeOption(name)) {
+      *err = where + OptionLikeHostError(name) + ", got \"" + std::string(line) + "\"";
+      return false;
+    }
     if (!IsValidHostName(name)) {
       *err = where + "expected host or host:slots (letters, digits, '.', '_', '-'), got \"" +
              std::string(line) + "\"";

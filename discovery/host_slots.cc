@@ -29,13 +29,20 @@ bool AddHost(std::vector<HostSlots>* out, std::set<std::string>* seen, std::stri
 }  // namespace
 
 bool IsValidHostName(std::string_view name) {
-  if (name.empty()) return false;
+  if (name.empty() || StartsLikeOption(name)) return false;
   for (char c : name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '_' || c == '.' || c == '-';
     if (!ok) return false;
   }
   return true;
+}
+
+bool StartsLikeOption(std::string_view name) { return name.starts_with('-'); }
+
+std::string OptionLikeHostError(std::string_view name) {
+  return "host names cannot begin with '-' (ssh or a remote shell would read '" +
+         std::string(name) + "' as an option)";
 }
 
 std::string_view TrimWhitespace(std::string_view text) {
@@ -54,6 +61,12 @@ bool ParseHostsFlag(std::string_view text, std::vector<HostSlots>* hosts, std::s
     std::string_view element = TrimWhitespace(text.substr(pos, comma == std::string_view::npos ? text.npos : comma - pos));
     size_t colon = element.rfind(':');
     int slots = 0;
+    if (StartsLikeOption(element)) {
+      *err = "invalid host '" + std::string(element) + "' in -H '" + std::string(text) + "': " +
+             OptionLikeHostError(element.substr(0, colon)) +
+             ": give each host's name or address, like worker-0:2,worker-1:2";
+      return false;
+    }
     if (colon == std::string_view::npos || !IsValidHostName(element.substr(0, colon)) ||
         !ParseSlots(element.substr(colon + 1), &slots)) {
       *err = "invalid host '" + std::string(element) + "' in -H '" + std::string(text) +
@@ -92,6 +105,12 @@ bool ParseHostfile(std::string_view path, std::string_view contents,
       size_t start = i;
       while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
       if (i > start) fields.push_back(line.substr(start, i - start));
+    }
+    if (StartsLikeOption(fields[0])) {
+      *err = where + "invalid host name '" + std::string(fields[0]) + "': " +
+             OptionLikeHostError(fields[0]) +
+             ": give the host's name or address, like 'worker-0 slots=4'";
+      return false;
     }
     if (!IsValidHostName(fields[0])) {
       *err = where + "invalid host name '" + std::string(fields[0]) +

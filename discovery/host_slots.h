@@ -19,7 +19,7 @@ struct HostSlots {
 };
 
 // Parses `-H` text: comma-separated `host:slots` with surrounding whitespace allowed per element;
-// host names are letters, digits, '_', '.', '-' (horovodrun's `[\w.-]+`, ASCII here). Slots may be
+// host names are IsValidHostName's (letters, digits, '_', '.', '-', not first '-'). Slots may be
 // 0. On success fills *hosts in the order given and returns true. On failure returns false and
 // sets *err to a message naming the bad element; *hosts is then unchanged. A name given twice is
 // an error (horovodrun accepts it and corrupts its bookkeeping).
@@ -32,9 +32,20 @@ bool ParseHostsFlag(std::string_view text, std::vector<HostSlots>* hosts, std::s
 bool ParseHostfile(std::string_view path, std::string_view contents,
                    std::vector<HostSlots>* hosts, std::string* err);
 
-// Whether `name` is a host name horovodrun accepts: letters, digits, '_', '.', '-' (its
-// `[\w.-]+`, ASCII here), not empty.
+// Whether `name` is a host name etrun accepts: letters, digits, '_', '.', '-' (horovodrun's
+// `[\w.-]+`, ASCII here), not empty, and not beginning with '-' (StartsLikeOption).
 bool IsValidHostName(std::string_view name);
+
+// Whether `name` begins with '-'. A command that takes the host as a word (ssh, a --remote-shell
+// template, mpirun) would read such a name as an option (`ssh -G` prints its configuration and
+// runs nothing), and no real host name begins with one (RFC 1123 labels begin with a letter or
+// digit), so every place host names enter etrun refuses it, even where names are otherwise not
+// held to IsValidHostName's characters (a Slurm node list, a pool's grant).
+bool StartsLikeOption(std::string_view name);
+
+// Why such a name is refused, for the caller to put after where it came from:
+// "host names cannot begin with '-' (ssh or a remote shell would read '-G' as an option)".
+std::string OptionLikeHostError(std::string_view name);
 
 // `text` without leading and trailing whitespace (spaces, tabs, CR, LF, VT, FF).
 std::string_view TrimWhitespace(std::string_view text);

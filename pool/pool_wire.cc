@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "discovery/host_slots.h"
+
 namespace etrun::pool {
 
 using nlohmann::json;
@@ -216,6 +218,10 @@ bool GrantFromJson(const json& j, Grant* grant, std::string* err) {
     Grant::Host host;
     if (!ReadGrantHost(h, &host)) {
       *err = hosts.dump();
+      return false;
+    }
+    if (discovery::StartsLikeOption(host.name)) {  // it would become an option of ssh or srun
+      *err = hosts.dump() + ": " + discovery::OptionLikeHostError(host.name);
       return false;
     }
     grant->hosts.push_back(std::move(host));

@@ -144,6 +144,8 @@ bool SyncRequestFromJson(const nlohmann::json& j, SyncRequest* request);
 // The sync reply. From JSON, "target", "queued" and "version" are optional. When `j` is not a
 // grant at all (no "hosts" list: an error reply, say) *err is left empty; when its hosts or
 // another field are malformed, *err is that part as JSON text (the "hosts" list, or the reply).
+// A host whose name begins with '-' (discovery::StartsLikeOption) makes the grant bad: *err is the
+// hosts list and why.
 nlohmann::json GrantToJson(const Grant& grant);
 bool GrantFromJson(const nlohmann::json& j, Grant* grant, std::string* err);
 

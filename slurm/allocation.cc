@@ -101,6 +101,13 @@ bool ExpandHostList(const std::string& list, std::vector<std::string>* hosts, st
       return false;
     }
   }
+  for (const std::string& host : *hosts) {
+    if (discovery::StartsLikeOption(host)) {
+      *err = "\"" + list + "\" names node '" + host + "': " + discovery::OptionLikeHostError(host);
+      hosts->clear();
+      return false;
+    }
+  }
   return true;
 }
 

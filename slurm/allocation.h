@@ -12,7 +12,8 @@
 namespace etrun::slurm {
 
 // Expands a Slurm host list ("h[1-3,5]", "gpu-[01-02]x,login", "r[1-2]n[1-2]") into names, in
-// order; zero-padded ranges keep their width. Returns false and sets *err naming the problem.
+// order; zero-padded ranges keep their width. Returns false and sets *err naming the problem: a
+// list that is not Slurm's syntax, or a name beginning with '-' (discovery::StartsLikeOption).
 bool ExpandHostList(const std::string& list, std::vector<std::string>* hosts, std::string* err);
 
 // Expands SLURM_TASKS_PER_NODE's form ("4(x2),2" -> 4, 4, 2). Returns false and sets *err.

@@ -12,6 +12,16 @@ bool CheckRemoteShell(const std::string& remote_shell, std::string* err) {
 }
 
 std::string RemoteShellCommand(const std::string& remote_shell, const std::string& host) {
+  if (host.starts_with('-')) {
+    // Quoting keeps the name one word, but the command would still read it as an option (`ssh
+    // -G` prints its configuration and runs `sh -s` nowhere), and no quoting stops that for
+    // every command a template may name. Every place host names enter refuses such a name
+    // (discovery::StartsLikeOption); this is the last line, if one gets here anyway.
+    return "printf '%s\\n' " +
+           ShellQuote("host names cannot begin with '-' (the remote shell would read '" + host +
+                      "' as an option): " + remote_shell + " was not run") +
+           " >&2; exit 2";
+  }
   std::string line = remote_shell;
   for (size_t at = line.find("{host}"); at != std::string::npos; at = line.find("{host}", at)) {
     std::string quoted = ShellQuote(host);

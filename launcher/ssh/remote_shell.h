@@ -19,7 +19,11 @@ namespace etrun::launcher {
 bool CheckRemoteShell(const std::string& remote_shell, std::string* err);
 
 // The shell command line that runs, on `host` through `remote_shell`, a POSIX sh reading its
-// script from stdin.
+// script from stdin. {host} becomes the name single-quoted, one word. A name beginning with '-'
+// would be read as an option however it is quoted, so for one the line runs nothing of
+// `remote_shell`: it prints why on stderr and exits 2 (callers' hosts have been refused such
+// names where they entered; this is the last line). Over SSH (ssh_connect) no such line exists:
+// libssh2 and getaddrinfo take the name as a string, never parsed as an option.
 std::string RemoteShellCommand(const std::string& remote_shell, const std::string& host);
 
 }  // namespace etrun::launcher

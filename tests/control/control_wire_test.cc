@@ -111,6 +111,7 @@ TEST_CASE("control wire: malformed scale requests are refused with the one text 
       {R"({"add": {"": 1}, "remove": [], "to": null})", "an empty host name"},
       {R"({"add": {"a b": 1}, "remove": [], "to": null})", "a host name with a space"},
       {R"({"add": {"h;rm": 1}, "remove": [], "to": null})", "a host name with a semicolon"},
+      {R"({"add": {"-G": 1}, "remove": [], "to": null})", "a host name that ssh would read as an option"},
       {R"({"add": {}, "remove": [1], "to": null})", "a removed host that is a number"},
       {R"({"add": {}, "remove": [null], "to": null})", "a removed host that is null"},
   };

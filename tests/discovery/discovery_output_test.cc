@@ -78,6 +78,14 @@ TEST_CASE("bad discovery lines are errors that name the line") {
       {"a:\n", "line 1: expected host or host:slots with a whole number of slots, got \"a:\""},
       {"\nnode one:2\n", "line 2: expected host or host:slots (letters, digits, '.', '_', '-'), got \"node one:2\""},
       {":2\n", "line 1: expected host or host:slots (letters, digits, '.', '_', '-'), got \":2\""},
+      // A name a command would read as an option (`ssh -G`) is refused, with or without slots.
+      {"a:1\n-G:1\n", "line 2: host names cannot begin with '-' (ssh or a remote shell would read "
+                       "'-G' as an option), got \"-G:1\""},
+      {"  -oProxyCommand=x \r\n", "line 1: host names cannot begin with '-' (ssh or a remote shell "
+                                   "would read '-oProxyCommand=x' as an option), got "
+                                   "\"-oProxyCommand=x\""},
+      {"- :2\n", "line 1: host names cannot begin with '-' (ssh or a remote shell would read '-' as "
+                 "an option), got \"- :2\""},
       // A count no machine has (a typo) is a bad line, not 100 million ranks to try.
       {"a:2\nhuge:100000000\n", "line 2: at most 4096 slots per host, got \"huge:100000000\""},
       {"a:4097\n", "line 1: at most 4096 slots per host, got \"a:4097\""},

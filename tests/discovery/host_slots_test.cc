@@ -7,8 +7,11 @@
 
 using etrun::discovery::FormatHosts;
 using etrun::discovery::HostSlots;
+using etrun::discovery::IsValidHostName;
+using etrun::discovery::OptionLikeHostError;
 using etrun::discovery::ParseHostfile;
 using etrun::discovery::ParseHostsFlag;
+using etrun::discovery::StartsLikeOption;
 using etrun::discovery::TotalSlots;
 
 TEST_CASE("-H accepts host:slots pairs in order, with spaces around elements") {
@@ -97,5 +100,86 @@ TEST_CASE("hostfile errors name the file and line") {
     std::string err;
     CHECK_FALSE(ParseHostfile("hosts.txt", c.text, &hosts, &err));
     CHECK(err == c.err);
+  }
+}
+
+TEST_CASE("a host name is letters, digits, '.', '_', '-', and never begins with '-'") {
+  // Given names as users and scripts write them, the shared rule takes real names (a '-' inside,
+  // a leading digit, '.' or '_') and refuses what a command would read as an option (issue 35).
+  struct Case {
+    const char* name;
+    bool valid;
+    bool option_like;
+  } cases[] = {
+      {"worker-0", true, false},  {"127.0.0.1", true, false}, {"a", true, false},
+      {"0node", true, false},     {".hidden", true, false},   {"_x", true, false},
+      {"node-", true, false},     {"a--b", true, false},      {"-G", false, true},
+      {"-", false, true},         {"--", false, true},        {"-oProxyCommand", false, true},
+      {"", false, false},         {"a b", false, false},      {"user@a", false, false},
+      {"-a b", false, true},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    CHECK(IsValidHostName(c.name) == c.valid);
+    CHECK(StartsLikeOption(c.name) == c.option_like);
+  }
+  CHECK(OptionLikeHostError("-G") ==
+        "host names cannot begin with '-' (ssh or a remote shell would read '-G' as an option)");
+}
+
+TEST_CASE("-H refuses a host name beginning with '-', saying why and what to write instead") {
+  // Given -H=-G:1, ssh would have run as `ssh -G sh -s`: the flag is refused and nothing kept.
+  struct Case {
+    const char* text;
+    const char* err;
+  } cases[] = {
+      {"-G:1", "invalid host '-G:1' in -H '-G:1': host names cannot begin with '-' (ssh or a remote "
+               "shell would read '-G' as an option): give each host's name or address, like "
+               "worker-0:2,worker-1:2"},
+      {"a:1, -oProxyCommand=x:2", "invalid host '-oProxyCommand=x:2' in -H 'a:1, -oProxyCommand=x:2': "
+               "host names cannot begin with '-' (ssh or a remote shell would read "
+               "'-oProxyCommand=x' as an option): give each host's name or address, like "
+               "worker-0:2,worker-1:2"},
+      {"-G", "invalid host '-G' in -H '-G': host names cannot begin with '-' (ssh or a remote shell "
+             "would read '-G' as an option): give each host's name or address, like "
+             "worker-0:2,worker-1:2"},
+      {"-:1", "invalid host '-:1' in -H '-:1': host names cannot begin with '-' (ssh or a remote "
+              "shell would read '-' as an option): give each host's name or address, like "
+              "worker-0:2,worker-1:2"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.text);
+    std::vector<HostSlots> hosts = {{"keep", 1}};
+    std::string err;
+    CHECK_FALSE(ParseHostsFlag(c.text, &hosts, &err));
+    CHECK(err == c.err);
+    CHECK(hosts == std::vector<HostSlots>{{"keep", 1}});
+  }
+  std::vector<HostSlots> hosts;
+  std::string err;
+  REQUIRE(ParseHostsFlag("node-:1,a-b:2", &hosts, &err));  // a '-' elsewhere is fine
+  CHECK(hosts == std::vector<HostSlots>{{"node-", 1}, {"a-b", 2}});
+}
+
+TEST_CASE("a hostfile line naming a host that begins with '-' is refused by file and line") {
+  struct Case {
+    const char* text;
+    const char* err;
+  } cases[] = {
+      {"-G slots=1\n", "hosts.txt line 1: invalid host name '-G': host names cannot begin with '-' "
+                       "(ssh or a remote shell would read '-G' as an option): give the host's name "
+                       "or address, like 'worker-0 slots=4'"},
+      {"a\n# c\n  -oProxyCommand=x\n", "hosts.txt line 3: invalid host name '-oProxyCommand=x': "
+                       "host names cannot begin with '-' (ssh or a remote shell would read "
+                       "'-oProxyCommand=x' as an option): give the host's name or address, like "
+                       "'worker-0 slots=4'"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.text);
+    std::vector<HostSlots> hosts = {{"keep", 1}};
+    std::string err;
+    CHECK_FALSE(ParseHostfile("hosts.txt", c.text, &hosts, &err));
+    CHECK(err == c.err);
+    CHECK(hosts == std::vector<HostSlots>{{"keep", 1}});
   }
 }

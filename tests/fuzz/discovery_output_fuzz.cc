@@ -2,7 +2,9 @@
 // etrun parses every poll. Beyond "no crash", checks what the rest of etrun relies on:
 // - a parse succeeds or fails the same way whatever --slots-per-host is, with the same host names
 //   in the same order (the default only fills counts), and the same error text;
-// - every parsed host has a valid name (IsValidHostName), a count >= 0, and appears once;
+// - every parsed host has a valid name (IsValidHostName), a count >= 0, and appears once; no
+//   name begins with '-' (a command would read it as an option), and a line with a '-' put
+//   before a parsed name is refused for that reason;
 // - writing the hosts back as `host:slots` lines, with CRLF or LF, parses to the same list with no
 //   warnings (so the parse is a fixed point and no information is lost);
 // - LF -> CRLF in the input changes nothing (lines are trimmed);
@@ -64,13 +66,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::set<std::string> seen;
     std::string lf, crlf;
     for (const d::HostSlots& h : p->hosts) {
-      if (!d::IsValidHostName(h.name) || h.slots < 0 || !seen.insert(h.name).second) abort();
+      if (!d::IsValidHostName(h.name) || d::StartsLikeOption(h.name) || h.slots < 0 ||
+          !seen.insert(h.name).second) {
+        abort();
+      }
       lf += h.name + ":" + std::to_string(h.slots) + "\n";
       crlf += h.name + ":" + std::to_string(h.slots) + "\r\n";
     }
     for (const std::string& text : {lf, crlf}) {
       Parsed again = Parse(text, 5);
       if (!again.ok || again.hosts != p->hosts || !again.warnings.empty()) abort();
+    }
+    if (!p->hosts.empty()) {
+      std::string dashed = "-" + p->hosts.front().name;
+      Parsed refused = Parse(lf + dashed + ":1\n", 1);
+      if (refused.ok ||
+          refused.err != "line " + std::to_string(p->hosts.size() + 1) + ": " +
+                             d::OptionLikeHostError(dashed) + ", got \"" + dashed + ":1\"") {
+        abort();
+      }
     }
   }
 

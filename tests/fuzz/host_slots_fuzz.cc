@@ -1,7 +1,8 @@
 // libFuzzer target: arbitrary bytes as `-H` text and as hostfile contents (spec §2.1, §2.2),
 // parsed as etrun parses them before starting anything. Beyond "no crash", checks:
 // - every parsed host has a valid name, a count >= 0, and appears once; -H and hostfile results
-//   are never empty;
+//   are never empty; no name begins with '-' (a command would read it as an option), and the
+//   result with a '-' put before its first name is refused for that reason, as -H and hostfile;
 // - FormatHosts() of the result parses back (as -H) to the same list, and a hostfile written
 //   back as `host slots=N` lines does too (a hostfile becomes an -H list, as in horovodrun);
 // - TotalSlots() is the exact sum, even for counts near INT_MAX;
@@ -27,13 +28,28 @@ void CheckHosts(const std::vector<d::HostSlots>& hosts) {
   std::set<std::string> seen;
   int64_t sum = 0;
   for (const d::HostSlots& h : hosts) {
-    if (!d::IsValidHostName(h.name) || h.slots < 0 || !seen.insert(h.name).second) abort();
+    if (!d::IsValidHostName(h.name) || d::StartsLikeOption(h.name) || h.slots < 0 ||
+        !seen.insert(h.name).second) {
+      abort();
+    }
     sum += h.slots;
   }
   if (d::TotalSlots(hosts) != sum) abort();
   std::vector<d::HostSlots> again = kSentinel;
   std::string err;
   if (!d::ParseHostsFlag(d::FormatHosts(hosts), &again, &err) || again != hosts) abort();
+  // The same list with its first name made option-like is refused for that, and kept out.
+  const std::string dashed = "-" + hosts.front().name;
+  const std::string why = d::OptionLikeHostError(dashed);
+  if (d::ParseHostsFlag("-" + d::FormatHosts(hosts), &again, &err) || again != hosts ||
+      err.find(why) == std::string::npos) {
+    abort();
+  }
+  std::string file = dashed + " slots=" + std::to_string(hosts.front().slots) + "\n";
+  if (d::ParseHostfile("dash.txt", file, &again, &err) || again != hosts ||
+      err.rfind("dash.txt line 1: invalid host name '" + dashed + "': " + why, 0) != 0) {
+    abort();
+  }
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ DISCOVERY = {
     "two_colons": "a:1:2\n",
     "junk_slots": "a:x\n",
     "bad_name": "user@a:1\n",
+    "option_like": "a:1\n-G:1\n",
     "big_counts": "a:2147483647\nb:2147483647\n",
 }
 # §2.1 (-H) and §2.2 (hostfile): both parsers get every seed.
@@ -44,6 +45,7 @@ HOSTS = {
     "flag_ipv6": "[::1]:2",
     "flag_twice": "a:1,a:2",
     "flag_big": "a:2147483647,b:2147483647,c:1",
+    "flag_option_like": "a:1,-G:1",
     "file_simple": "host slots=4\n",
     "file_max_slots": "host slots=4 max_slots=8\n",
     "file_comments": "# hosts\n\nnode-a slots=4  # fast\nnode-b\n\tnode-c slots=2\n",
@@ -52,6 +54,7 @@ HOSTS = {
     "file_twice": "a slots=1\na slots=2\n",
     "file_slots_twice": "a slots=1 slots=2\n",
     "file_only_comments": "# nothing\n\n",
+    "file_option_like": "a slots=1\n-G slots=2\n",
 }
 
 

@@ -134,3 +134,91 @@ def test_a_bad_input_ends_with_a_few_lines_its_code_a_cause_and_nothing_running(
     assert recorded[-1]["cause"] == lines[-1][len("etrun: error: "):]
     assert wait_until(lambda: not processes_with_marker(marker), timeout=10), \
         processes_with_marker(marker)
+
+
+# A host name beginning with '-' (issue 35): `-H=-G:1 --remote-shell 'ssh {host}'` ran
+# `ssh -G sh -s`. Every way a name enters is refused in one line, and the remote shell, which
+# would leave a marker with the words it got, never runs.
+# (id, etrun's arguments before the command, extra environment, exit code, the one line after
+# "etrun: error: "). "{hosts}", "{script}" and "{rsh}" are files the test writes.
+WHY = "host names cannot begin with '-' (ssh or a remote shell would read '-G' as an option)"
+OPTION_HOSTS = [
+    ("-H", ["-np", "1", "-H=-G:1"], {}, 2,
+     f"invalid host '-G:1' in -H '-G:1': {WHY}: give each host's name or address, like "
+     "worker-0:2,worker-1:2"),
+    ("-H-elastic", ["-np", "1", "--min-np", "1", "-H", "localhost:1,-G:1"], {}, 2,
+     f"invalid host '-G:1' in -H 'localhost:1,-G:1': {WHY}: give each host's name or address, "
+     "like worker-0:2,worker-1:2"),
+    ("hostfile", ["-np", "1", "--hostfile", "{hosts}"], {}, 2,
+     f"{{hosts}} line 2: invalid host name '-G': {WHY}: give the host's name or address, like "
+     "'worker-0 slots=4'"),
+    ("discovery-script", ["-np", "1", "--min-np", "1", "--host-discovery-script", "{script}"], {}, 1,
+     f"the host discovery script printed a bad line 1: {WHY}, got \"-G:1\": fix the script; it "
+     "must print host:slots lines"),
+    ("slurm-allocation", ["-np", "1"], {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "-G"}, 2,
+     f"inside Slurm allocation 42: SLURM_JOB_NODELIST=\"-G\" names node '-G': {WHY} (or give -H, "
+     "or --ignore-slurm)"),
+]
+
+
+@pytest.mark.parametrize("case", OPTION_HOSTS, ids=[c[0] for c in OPTION_HOSTS])
+def test_a_host_name_beginning_with_a_dash_is_refused_and_no_remote_shell_runs(
+        case, tmp_path, marker, marker_env):
+    name, args, env, code, message = case
+    ran = tmp_path / "remote-shell-ran"
+    files = {"{hosts}": tmp_path / "hosts", "{script}": tmp_path / "discover.sh",
+             "{rsh}": tmp_path / "rsh.sh"}
+    files["{hosts}"].write_text("# -G first: rank 0 would start there\n-G slots=1\nlocalhost slots=1\n")
+    files["{script}"].write_text("#!/bin/sh\necho -G:1\n")
+    files["{rsh}"].write_text(f'#!/bin/sh\necho "$@" >> {ran}\nexit 1\n')
+    for f in (files["{script}"], files["{rsh}"]):
+        f.chmod(0o755)
+    args = [str(files.get(a, a)) for a in args]
+    message = message.replace("{hosts}", str(files["{hosts}"]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")} | marker_env | env
+    r = subprocess.run([ETRUN] + args + ["--remote-shell", f"{files['{rsh}']} {{host}}", "true"],
+                       capture_output=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+    assert r.stderr.decode() == f"etrun: error: {message}\n"
+    assert (r.returncode, r.stdout) == (code, b"")
+    assert not ran.exists(), ran.read_text()
+    assert wait_until(lambda: not processes_with_marker(marker), timeout=10), \
+        processes_with_marker(marker)
+
+
+def test_a_pool_given_a_host_name_beginning_with_a_dash_does_not_start(tmp_path, marker_env):
+    # `etrun pool start -H` takes the same rule: nothing is started, nothing is registered.
+    name = "dash" + uuid.uuid4().hex[:8]
+    r = run_etrun(["pool", "start", name, "--hosts=-G:1", "--gpus", "none"], env=marker_env,
+                  timeout=30)
+    assert r.stderr.decode() == (f"etrun: error: invalid host '-G:1' in -H '-G:1': {WHY}: give each "
+                                 "host's name or address, like worker-0:2,worker-1:2\n")
+    assert (r.returncode, r.stdout) == (2, b"")
+    assert run_etrun(["pool", "status", name], timeout=20).returncode != 0
+
+
+def test_a_pool_whose_discovery_script_prints_a_dashed_name_takes_no_such_host(tmp_path, marker_env):
+    # The pool's discovery runs go through the same parse: the line is refused (the pool warns
+    # and keeps the hosts it had, none here), so no job is ever granted the name.
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\necho -G:1\n")
+    script.chmod(0o755)
+    name = "dash" + uuid.uuid4().hex[:8]
+    log = tmp_path / "pool.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([ETRUN, "pool", "start", name, "--host-discovery-script", str(script),
+                                 "--gpus", "none"], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env={**os.environ, **marker_env})
+    try:
+        said = (f"pool '{name}': the host discovery script printed a bad line 1: {WHY}, got "
+                "\"-G:1\": keeping the hosts")
+        assert wait_until(lambda: said in log.read_text(), timeout=20), log.read_text()
+        # Asked before its first allocation, a pool without hosts dies (PoolState::Status reads
+        # the allocation it has not made yet): wait for it.
+        assert wait_until(lambda: "allocation (held/target" in log.read_text(), timeout=20), \
+            log.read_text()
+        r = run_etrun(["pool", "status", name, "--json"], timeout=20)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["hosts"] == []
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)

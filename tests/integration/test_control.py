@@ -127,6 +127,8 @@ def test_bad_scale_requests_are_usage_errors(runtime):
     for args, message in [
         (["scale"], "say what to change: --add HOST:SLOTS, --remove HOST, --to N or --clear"),
         (["scale", "--add", "h:0"], "--add: expected HOST:SLOTS with at least 1 slot, got 'h:0'"),
+        (["scale", "--add=-G:1"], "--add: host names cannot begin with '-' (ssh or a remote shell would "
+                                  "read '-G' as an option): give the host's name or address, got '-G:1'"),
         (["scale", "--to", "3", "--timeout", "soon"], "--timeout: expected a duration such as 90s, 10m or 1h, got 'soon'"),
     ]:
         r = etrun(args, runtime)

@@ -15,6 +15,7 @@
 #include "launcher/agent/agent_bootstrap.h"
 #include "launcher/agent/wire.h"
 #include "launcher/output/output_sink.h"
+#include "launcher/process/shell_words.h"
 #include "launcher/ssh/remote_shell.h"
 #include "tests/launcher/fake_remote.h"
 #include "tests/launcher/process/fake_spawner.h"
@@ -274,6 +275,21 @@ TEST_CASE("with --remote-shell a host's agent starts through the command, {host}
   std::string unused;
   CHECK(CheckRemoteShell("ssh -p 2222 {host}", &unused));
   CHECK_FALSE(CheckRemoteShell("kubectl exec -i pod --", &unused));
+}
+
+TEST_CASE("a host name beginning with '-' never reaches the remote shell's command") {
+  // Given host '-G' (ssh would read it as -G, print its configuration and run nothing), the line
+  // runs nothing of the template: it says why on stderr and exits 2. Every entry refuses such
+  // names first (issue 35); this is the last line.
+  const std::string shell = "touch marker && ssh {host}";
+  for (const char* host : {"-G", "-oProxyCommand=touch x", "--", "-", "-'q"}) {
+    CAPTURE(host);
+    std::string why = "host names cannot begin with '-' (the remote shell would read '" +
+                      std::string(host) + "' as an option): " + shell + " was not run";
+    CHECK(RemoteShellCommand(shell, host) == "printf '%s\\n' " + ShellQuote(why) + " >&2; exit 2");
+  }
+  // A name with '-' inside is a name like any other.
+  CHECK(RemoteShellCommand("ssh {host}", "node-1") == "exec ssh 'node-1' sh -s");
 }
 
 }  // namespace

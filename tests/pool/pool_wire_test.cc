@@ -294,6 +294,10 @@ TEST_CASE("pool wire: a malformed grant is refused and says which part is bad") 
        R"([{"devices":[],"host":"h","slots":[],"start_through":1}])"},
       {R"({"hosts":[],"version":"6"})", R"({"hosts":[],"version":"6"})"},
       {R"({"hosts":[],"queued":1})", R"({"hosts":[],"queued":1})"},
+      // A host that ssh or srun would read as an option is no host (issue 35).
+      {R"({"hosts":[{"host":"-G","slots":[0],"devices":[""]}]})",
+       R"([{"devices":[""],"host":"-G","slots":[0]}]: host names cannot begin with '-' (ssh or a )"
+       R"(remote shell would read '-G' as an option))"},
   };
   for (const auto& b : bad) {
     CAPTURE(b.body);

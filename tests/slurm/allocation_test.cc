@@ -29,6 +29,34 @@ TEST_CASE("Slurm host lists expand in order, ranges keeping their zero padding")
   }
 }
 
+TEST_CASE("a Slurm node list naming a node that begins with '-' is refused") {
+  // srun's --nodelist={host} is one word, but a --remote-shell template or ssh would read the
+  // name as an option (issue 35): the list is refused, naming the node.
+  struct Case {
+    const char* list;
+    const char* err;
+  } cases[] = {
+      {"-G", "\"-G\" names node '-G': host names cannot begin with '-' (ssh or a remote shell would "
+             "read '-G' as an option)"},
+      {"h1,-n[1-2]", "\"h1,-n[1-2]\" names node '-n1': host names cannot begin with '-' (ssh or a "
+                     "remote shell would read '-n1' as an option)"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.list);
+    std::vector<std::string> hosts;
+    std::string err;
+    CHECK_FALSE(ExpandHostList(c.list, &hosts, &err));
+    CHECK(err == c.err);
+    CHECK(hosts.empty());
+  }
+  CHECK(Hosts("h-[1-2],n-") == std::vector<std::string>{"h-1", "h-2", "n-"});
+  std::vector<discovery::HostSlots> hosts;
+  std::string err;
+  CHECK_FALSE(AllocationHosts({"SLURM_JOB_ID=42", "SLURM_JOB_NODELIST=h1,-G"}, &hosts, &err));
+  CHECK(err == "SLURM_JOB_NODELIST=\"h1,-G\" names node '-G': host names cannot begin with '-' (ssh "
+               "or a remote shell would read '-G' as an option)");
+}
+
 TEST_CASE("SLURM_TASKS_PER_NODE's counts expand per node") {
   std::vector<int> counts;
   std::string err;

@@ -65,6 +65,10 @@ TEST_CASE("the own job gone or ending, a failed squeue or a bad node list is a f
   CHECK(g.errors == failed.errors);
   CHECK(GrantFromQueue(Printed("12 RUNNING h[1-\n"), kKind, "12", kOwn).failure.starts_with(
       "squeue printed job 12's node list "));
+  // A node another job holds whose name begins with '-' is refused as ssh would misread it.
+  CHECK(GrantFromQueue(Printed("12 RUNNING h1\n13 RUNNING -G\n"), kKind, "12", kOwn).failure ==
+        "squeue printed job 13's node list \"-G\" names node '-G': host names cannot begin with '-' "
+        "(ssh or a remote shell would read '-G' as an option)");
 }
 
 TEST_CASE("the queue command asks for the own job, and the named ones only when growing") {
