@@ -1,7 +1,8 @@
 # Debian packages etrun needs. ETRUN_PACKAGES: to build it, run it (SSH and --mpi ranks) and run
 # its examples (PyTorch); scripts/setup.sh installs these. ETRUN_TEST_PACKAGES: what only the test
 # suite and the benchmarks use (sanitizer runtimes and clang for the fuzzer, pytest, sshd for the
-# test bed's hosts, slurm-wlm and munge for the Slurm cluster on the test bed, shellcheck, load
+# test bed's hosts, slurm-wlm and munge for the Slurm cluster on the test bed, busybox-static for
+# the agent's container tests (test_pods), shellcheck, load
 # and timing tools, and what building real Horovod for its tests needs: scripts/horovod.sh);
 # scripts/test.sh installs both. `ensure_packages [PKG...]` installs those of
 # the given packages (default: ETRUN_PACKAGES) that are missing. When another apt or dpkg holds
@@ -17,7 +18,7 @@ ETRUN_PACKAGES=(
 ETRUN_TEST_PACKAGES=(
   clang libclang-rt-14-dev libasan8 libtsan2 libubsan1
   python3-pytest python3-mpi4py strace hyperfine wrk time openssh-server shellcheck
-  slurm-wlm munge
+  slurm-wlm munge busybox-static
   libtorch-dev pybind11-dev python3-dev python3-cffi python3-cloudpickle python3-psutil
   python3-yaml python3-packaging python3-setuptools python3-wheel python3-pip libeigen3-dev
 )

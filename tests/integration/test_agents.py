@@ -2,6 +2,7 @@
 shell holds one connection and at most one process per host on the launcher's side, and a host
 whose file system has no etrun gets the launcher's own build over that connection, cached per
 user, or says in one line why it cannot."""
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -118,10 +119,13 @@ def test_a_host_without_etrun_gets_this_build_once_and_keeps_it(bed, hidden):
                                                      3: ["up 3 a2"]}
     assert "a2: no usable etrun there; sending this one" in r.stderr
     assert "a1: no usable etrun there" not in r.stderr
+    # The agent etrun carries, kept once in a2's cache under its SHA-256 (no temporary left).
     agents = [os.path.join(root, name) for root, _, names in os.walk(hidden[0]) for name in names]
-    assert len(agents) == 1 and agents[0].endswith("/etrun"), agents
-    with open(ETRUN, "rb") as mine, open(agents[0], "rb") as theirs:
-        assert mine.read() == theirs.read()
+    with open(os.path.join(os.path.dirname(os.path.realpath(ETRUN)), "etrun-agent"), "rb") as f:
+        mine = f.read()
+    assert agents == [os.path.join(hidden[0], "etrun", "agent", hashlib.sha256(mine).hexdigest())], agents
+    with open(agents[0], "rb") as theirs:
+        assert theirs.read() == mine
     # The next job finds it in the cache: nothing is sent again.
     r = bed.run_launcher(argv, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -133,7 +137,7 @@ def test_a_host_that_cannot_store_the_agent_fails_its_ranks_in_one_line(bed, hid
     assert r.returncode == 0, r.stderr
     r = bed.run_launcher([ETRUN, "-np", "2", "-H", "a1:1,a2:1", "true"], timeout=60)
     assert r.returncode != 0
-    assert "etrun: error: no etrun of this build on the host and cannot write" in r.stderr, r.stderr
+    assert f"etrun: error: cannot create {hidden[1]}/etrun/agent to keep etrun's agent in" in r.stderr, r.stderr
     assert "rank 1 on a2" in r.stderr, r.stderr
 
 
