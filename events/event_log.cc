@@ -38,7 +38,13 @@ EventLog::~EventLog() {
 }
 
 bool EventLog::Open(const std::string& path, std::string* err) {
-  fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644);
+  // Never through a symbolic link someone put at the name: it would truncate what it points to.
+  fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND | O_NOFOLLOW, 0644);
+  if (fd_ < 0 && errno == ELOOP) {
+    *err = "the events file " + path + " is a symbolic link, which etrun does not write through: "
+           "remove it, or choose another --events-file path";
+    return false;
+  }
   if (fd_ < 0) {
     *err = "cannot write the events file " + path + ": " + strerror(errno) +
            ": choose a writable --events-file path";

@@ -1,5 +1,6 @@
 #include "launcher/rank_launcher.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,10 +38,13 @@ bool OpenLogFiles(const std::string& rank_dir, int* out_fd, int* err_fd, std::st
   *out_fd = *err_fd = -1;
   for (auto [name, fd] : {std::pair{"/stdout", out_fd}, std::pair{"/stderr", err_fd}}) {
     std::string path = rank_dir + name;
-    *fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // Never through a symbolic link someone put at the name: it would truncate what it points to.
+    *fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (*fd < 0) {
-      *err = "cannot open " + path + ": " + strerror(errno) +
-             ": choose a writable --output-filename directory";
+      *err = errno == ELOOP ? path + " is a symbolic link, which etrun does not write through: "
+                                     "remove it, or choose another --output-filename directory"
+                            : "cannot open " + path + ": " + strerror(errno) +
+                                  ": choose a writable --output-filename directory";
       if (*out_fd >= 0) close(*out_fd);
       *out_fd = -1;
       return false;

@@ -83,3 +83,26 @@ def test_an_unwritable_events_file_is_a_usage_error_before_anything_starts(tmp_p
     assert r.returncode == 2
     assert r.stderr.decode().startswith("etrun: error: cannot write the events file ")
     assert "choose a writable --events-file path" in r.stderr.decode()
+
+
+def test_a_symlink_at_the_events_file_or_a_rank_s_file_is_never_written_through(tmp_path):
+    # Another user may plant `ev.jsonl -> victim`: etrun would truncate the victim. It refuses in
+    # one line and writes nothing; so for a rank's own files under --output-filename.
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    events = tmp_path / "ev.jsonl"
+    events.symlink_to(victim)
+    r = run_etrun(["-np", "1", "--events-file", str(events), "true"])
+    assert r.returncode == 2
+    assert r.stderr.decode() == (f"etrun: error: the events file {events} is a symbolic link, which etrun "
+                                 "does not write through: remove it, or choose another --events-file path\n")
+    assert victim.read_text() == "precious\n"
+    logs = tmp_path / "logs"
+    (logs / "rank.0").mkdir(parents=True)
+    (logs / "rank.0" / "stdout").symlink_to(victim)
+    r = run_etrun(["-np", "1", "--output-filename", str(logs), "echo", "hi"])
+    assert r.returncode != 0
+    err = r.stderr.decode()
+    assert f"{logs}/rank.0/stdout is a symbolic link, which etrun does not write through" in err, err
+    assert len([line for line in err.splitlines() if line.startswith("etrun: error:")]) == 1, err
+    assert victim.read_text() == "precious\n"
