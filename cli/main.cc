@@ -18,6 +18,7 @@
 #include "cli/pool_main.h"
 #include "cli/report_main.h"
 #include "cli/wiring.h"
+#include "control/registry.h"
 #include "discovery/discovery_output.h"
 #include "discovery/host_source.h"
 #include "events/exit_status.h"
@@ -88,6 +89,7 @@ int main(int argc, char** argv) {
         }
       }
       options.join.pid = getpid();
+      options.join.pid_start = etrun::control::ProcessStartTime(options.join.pid);
       options.kinds = etrun::cli::ClusterKinds();
       pool = std::make_unique<etrun::pool::PoolClient>(std::move(options));
       std::string err;

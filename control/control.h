@@ -2,12 +2,9 @@
 //
 // ControlServer: a small HTTP server on 127.0.0.1 beside the rendezvous server (Horovod workers'
 // endpoints are untouched). Every request must carry `Authorization: Bearer <token>`, a random
-// 256-bit token; anything else gets 401. The token and port are published in a 0600 file in a
-// 0700 directory of the user's (JobRegistry), so only the job's owner (and root) can steer it.
-//
-// JobRegistry: $XDG_RUNTIME_DIR/etrun/ or /tmp/etrun-<uid>/, one <job>.json per running job
-// ({"job", "pid", "port", "token", "started"}), removed when the job ends; files of jobs whose
-// etrun is gone are skipped (and removed) by readers.
+// 256-bit token; anything else gets 401. The token and port are published in the registry
+// (registry.h: a 0600 file in a 0700 directory of the user's), so only the job's owner (and
+// root) can steer it.
 // Driver thread only.
 #ifndef ETRUN_CONTROL_CONTROL_H_
 #define ETRUN_CONTROL_CONTROL_H_
@@ -16,46 +13,14 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 
+#include "control/registry.h"
 #include "rendezvous/http_server.h"
 
 namespace etrun::control {
-
-// One running job (or pool: launcher's registry subdirectory "pools") as its registry file
-// describes it.
-struct JobEntry {
-  std::string job;
-  std::string address = "127.0.0.1";  // where its endpoint listens, as seen from this machine
-  int pid = 0;
-  int port = 0;
-  std::string token;
-  std::string started;  // ISO 8601 UTC
-  std::string path;     // the registry file
-};
-
-// Registry subdirectory of the shared slot pools (`etrun pool`).
-inline constexpr char kPoolRegistry[] = "pools";
-
-// True when process `pid` exists (kill(pid, 0); EPERM counts: it exists, owned by another user).
-bool ProcessAlive(int pid);
-
-// This machine's hostname ("" if unknown).
-std::string MachineName();
-
-// The registry directory (or its subdirectory `sub`), created 0700 if missing. Returns "" and
-// sets *err when it cannot be made or is not private to this user.
-std::string RegistryDir(std::string* err, const std::string& sub = "");
-
-// Live jobs (or, with kPoolRegistry, pools) of this user, sorted by name; stale files are removed.
-std::vector<JobEntry> ListJobs(std::string* err, const std::string& sub = "");
-
-// Picks the job named `name`, or the only one when `name` is empty. Returns false and sets *err
-// (no job, several jobs: name one, no such job).
-bool FindJob(const std::string& name, JobEntry* out, std::string* err);
 
 class ControlServer {
  public:

@@ -261,8 +261,8 @@ class Daemon {
     tick_.async_wait([this](const boost::system::error_code& ec) {
       if (ec) return;
       auto now = Now();
-      for (const auto& [id, pid] : state_.LocalJobs()) {
-        if (!control::ProcessAlive(pid)) state_.Leave(id, events::kCrashed, now);
+      for (const PoolState::LocalJob& job : state_.LocalJobs()) {
+        if (!control::ProcessAlive(job.pid, job.pid_start)) state_.Leave(job.id, events::kCrashed, now);
       }
       for (const auto& [id, heard] : state_.RemoteJobs()) {
         if (now - heard > options_.lease) state_.Leave(id, events::kLost, now);
@@ -350,8 +350,9 @@ class Daemon {
     JoinRequest request;
     std::string machine;
     if (!JoinRequestFromJson(body, &request, &machine)) return respond(400, ErrorToJson(kShape));
-    // On this machine and visible here: a job in another pid namespace is watched by lease.
-    request.local = machine == machine_ && control::ProcessAlive(request.pid);
+    // On this machine and visible here, the very process that sent it: a job in another pid
+    // namespace, or of an etrun that sends no start time, is watched by lease.
+    request.local = machine == machine_ && control::ProcessAlive(request.pid, request.pid_start);
     std::string err;
     std::string id = state_.Join(request, now, &err);
     if (id.empty()) return respond(400, ErrorToJson(err));

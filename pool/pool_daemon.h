@@ -6,9 +6,10 @@
 //
 // Endpoints (JSON): GET /status; POST /jobs (join); POST /jobs/ID/sync (report live ranks, get
 // the grant); DELETE /jobs/ID (the job ended); POST /priority {"job", "priority"}; POST /stop.
-// A job's etrun on this machine is watched by pid: when it is gone its slots are free at once
-// (its guardian has killed its ranks). Jobs elsewhere are counted gone after --lease without a
-// sync. Stopping the pool (SIGINT, SIGTERM, `etrun pool stop`) leaves jobs training on what they
+// A job's etrun on this machine is watched by its pid and that process's start time (a pid
+// given to another process does not keep the job alive): when it is gone its slots are free at
+// once (its guardian has killed its ranks). Jobs elsewhere are counted gone after --lease
+// without a sync. Stopping the pool (SIGINT, SIGTERM, `etrun pool stop`) leaves jobs training on what they
 // hold; they join again when a pool of that name is back.
 #ifndef ETRUN_POOL_POOL_DAEMON_H_
 #define ETRUN_POOL_POOL_DAEMON_H_

@@ -2,8 +2,8 @@
 // (pool/pool_daemon.h) exchange as JSON bodies, and the pool's book as the daemon keeps it on
 // disk (pool/pool_state.h). Every field name is written here and nowhere else.
 //
-//   POST /jobs            JoinRequest  {"name", "priority", "min_np", "max_np", "pid", "machine",
-//                                       "held": HostLists, "releasing": [Releasing]}
+//   POST /jobs            JoinRequest  {"name", "priority", "min_np", "max_np", "pid", "pid_start",
+//                                       "machine", "held": HostLists, "releasing": [Releasing]}
 //                         JoinReply    {"id", "version"}
 //   POST /jobs/ID/sync    SyncRequest  {"live": HostLists, "seen"}
 //                         Grant        {"hosts": [{"host", "slots", "devices", "start_through",
@@ -57,6 +57,7 @@ struct JoinRequest {
   int min_np = 1;
   int max_np = 1;
   int pid = 0;                    // the job's etrun, when `local`
+  int64_t pid_start = -1;         // its start time (control::ProcessStartTime); -1: not sent
   bool local = true;              // runs on the pool's machine: its pid is watched (not sent:
                                   // the pool decides it from the job's machine and pid)
   // Re-registration with a pool that lost its book: what it holds, and slots it still drains.
@@ -110,6 +111,7 @@ struct BookJob {
   int max_np = 1;
   int64_t arrival = 0;
   int pid = 0;
+  int64_t pid_start = -1;  // with pid, the process watched (optional on the wire)
   bool local = true;
   HostLists held;
   std::vector<Releasing> releasing;  // entries without a version take the job's
@@ -129,9 +131,10 @@ bool HostListsFromJson(const nlohmann::json& j, HostLists* lists);
 nlohmann::json ReleasingToJson(const Releasing& r, bool with_version);
 bool ReleasingFromJson(const nlohmann::json& j, int64_t version, Releasing* r);
 
-// `machine` is the job's machine (control::MachineName()); `r.local` is not sent. From JSON,
-// "pid", "machine" (else ""), "held" and "releasing" are optional; the entries of "releasing"
-// get version 0 and `r->local` is left as it was.
+// `machine` is the job's machine (control::MachineName()); `r.local` is not sent, "pid_start"
+// only when known (>= 0). From JSON, "pid", "pid_start", "machine" (else ""), "held" and
+// "releasing" are optional; the entries of "releasing" get version 0 and `r->local` is left as
+// it was.
 nlohmann::json JoinRequestToJson(const JoinRequest& r, const std::string& machine);
 bool JoinRequestFromJson(const nlohmann::json& j, JoinRequest* r, std::string* machine);
 
@@ -159,7 +162,7 @@ using control::ErrorToJson;
 using control::OkToJson;
 
 // From JSON, false only when `j` is not an object: "pool", "jobs" and "token" are optional, and
-// one of a wrong type counts as absent. A damaged job entry (a field other than "version"
+// one of a wrong type counts as absent. A job's "pid_start" is written when known (>= 0). A damaged job entry (a field other than "version"
 // missing, or any of a wrong type) is left out of book->jobs: that job joins again as a new one.
 nlohmann::json BookToJson(const Book& book);
 bool BookFromJson(const nlohmann::json& j, Book* book);

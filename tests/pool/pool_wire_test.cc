@@ -132,9 +132,19 @@ TEST_CASE("pool wire: a join request goes both ways; the pool decides `local` it
     REQUIRE(wire::JoinRequestFromJson(Parse(R"({"name":"a","priority":1,"min_np":1,"max_np":1})"),
                                       &least, &machine));
     CHECK(least.pid == 0);
+    CHECK(least.pid_start == -1);
     CHECK(machine.empty());
     CHECK(least.held.empty());
     CHECK(least.releasing.empty());
+  }
+  SUBCASE("the pid's start time goes with it when known") {
+    r.pid_start = 123456;
+    json with_start = wire::JoinRequestToJson(r, "box");
+    CHECK(with_start["pid_start"] == 123456);
+    REQUIRE(wire::JoinRequestFromJson(with_start, &back, &machine));
+    CHECK(back.pid_start == 123456);
+    with_start["pid_start"] = "123456";
+    CHECK_FALSE(wire::JoinRequestFromJson(with_start, &back, &machine));
   }
 }
 
@@ -344,6 +354,7 @@ TEST_CASE("pool wire: the book goes to disk and back, and a new pool restores fr
   a.min_np = 1;
   a.max_np = 2;
   a.pid = 100;
+  a.pid_start = 777;
   a.held = {{"h", {0, 1}}};
   a.releasing = {{"h", 2, 3}};
   std::string err;
@@ -353,7 +364,7 @@ TEST_CASE("pool wire: the book goes to disk and back, and a new pool restores fr
   json j = wire::BookToJson(book);
   CHECK(j.dump() ==
         R"({"jobs":[{"arrival":0,"held":{"h":[0,1]},"id":"a","local":true,"max_np":2,"min_np":1,)"
-        R"("pid":100,"priority":5000,"releasing":[["h",2,3,0]],"version":0}],"pool":"p",)"
+        R"("pid":100,"pid_start":777,"priority":5000,"releasing":[["h",2,3,0]],"version":0}],"pool":"p",)"
         R"("token":"secret"})");
   Book back;
   REQUIRE(wire::BookFromJson(json::parse(j.dump()), &back));
@@ -363,6 +374,7 @@ TEST_CASE("pool wire: the book goes to disk and back, and a new pool restores fr
   const BookJob& job = back.jobs[0];
   CHECK(job.id == "a");
   CHECK(job.pid == 100);
+  CHECK(job.pid_start == 777);
   CHECK(job.local);
   CHECK(job.held == HostLists{{"h", {0, 1}}});
   CheckSameReleasing(job.releasing, {{"h", 2, 3, 0}});
