@@ -39,7 +39,6 @@ std::string UtcNow() {
 class ControlServer::Auth : public rendezvous::HttpHandler {
  public:
   Auth(Handler handler, std::string token) : handler_(std::move(handler)), token_(std::move(token)) {}
-  void set_token(std::string token) { token_ = std::move(token); }
 
   void Handle(rendezvous::HttpRequest request,
               std::function<void(rendezvous::HttpResponse)> respond) override {
@@ -71,12 +70,6 @@ ControlServer::ControlServer(asio::io_context* io, Handler handler) {
   entry_.token = token;
   auth_ = std::make_unique<Auth>(std::move(handler), token);
   server_ = std::make_unique<rendezvous::HttpServer>(io, auth_.get());
-}
-
-void ControlServer::UseToken(const std::string& token) {
-  if (token.size() != 64 || token.find_first_not_of("0123456789abcdef") != std::string::npos) return;
-  entry_.token = token;
-  auth_->set_token(token);
 }
 
 ControlServer::~ControlServer() {

@@ -2,7 +2,7 @@
 //
 // ControlServer: a small HTTP server on 127.0.0.1 beside the rendezvous server (Horovod workers'
 // endpoints are untouched). Every request must carry `Authorization: Bearer <token>`, a random
-// 256-bit token; anything else gets 401. The token and port are published in the registry
+// 256-bit token new at every start; anything else gets 401. The token and port are published in the registry
 // (registry.h: a 0600 file in a 0700 directory of the user's), so only the job's owner (and
 // root) can steer it.
 // Driver thread only.
@@ -41,9 +41,6 @@ class ControlServer {
 
   const std::string& name() const { return entry_.job; }
   const JobEntry& entry() const { return entry_; }
-  // Uses `token` (64 hex digits) instead of a fresh one: a restarted pool keeps its token, so
-  // jobs on other machines that were given it can join again. Before Start.
-  void UseToken(const std::string& token);
 
  private:
   class Auth;

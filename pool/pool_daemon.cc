@@ -118,11 +118,12 @@ class Daemon {
     if (!err.empty()) return Fail(err, 1);
     book_path_ = control::RegistryDir(&err, control::kPoolRegistry) + "/" + options_.name + ".book.json";
     LoadBook();
+    // A new token at every start (jobs on this machine find it in the registry; others are
+    // given it again: `etrun pool token`).
     server_ = std::make_unique<control::ControlServer>(
         &io_, [this](const rendezvous::HttpRequest& r, std::function<void(int, json)> respond) {
           Handle(r, std::move(respond));
         });
-    if (previous_book_) server_->UseToken(previous_book_->token);
     if (!server_->Start(options_.name, &err, control::kPoolRegistry, address, port)) {
       return Fail("cannot open pool '" + options_.name + "': " + err, 1);
     }
@@ -152,8 +153,9 @@ class Daemon {
                    "them runs that host's ranks itself)", options_.start_through.command);
     }
     if (address != "127.0.0.1") {
-      spdlog::warn("pool '{}' listens on {}:{}: anyone with its token (`etrun pool token {}`) "
-                   "can join or steer it", options_.name, address, server_->entry().port, options_.name);
+      spdlog::warn("pool '{}' listens on {}:{}: anyone with its token (`etrun pool token {}`, new "
+                   "at every start) can join or steer it", options_.name, address,
+                   server_->entry().port, options_.name);
     }
     signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
       if (!ec) Shutdown(fmt::format("signal {}", sig));
@@ -214,7 +216,6 @@ class Daemon {
     if (!restored_ || book_path_.empty() || book_path_[0] != '/') return;
     std::string tmp = book_path_ + ".tmp" + std::to_string(getpid());
     Book book = state_.Holdings();
-    if (server_) book.token = server_->entry().token;
     {
       std::ofstream out(tmp, std::ios::trunc);
       out << BookToJson(book).dump() << "\n";

@@ -71,7 +71,7 @@ class PoolState {
   // every job is restored with what it held, as a placeholder that keeps those slots from other
   // jobs until the job joins again (adopted by pid, or by name for jobs on other machines) or is
   // gone. A job whose entry makes no sense (no id, a bad priority or np range, slots another
-  // restored job holds) is left out: it joins again as a new one. Holdings()'s token is "".
+  // restored job holds) is left out: it joins again as a new one.
   Book Holdings() const;
   void Restore(const Book& book, PoolTime now);
 

@@ -36,7 +36,6 @@ constexpr char kQueued[] = "queued";
 constexpr char kJob[] = "job";
 constexpr char kPool[] = "pool";
 constexpr char kJobs[] = "jobs";
-constexpr char kToken[] = "token";
 constexpr char kArrival[] = "arrival";
 constexpr char kLocal[] = "local";
 
@@ -258,9 +257,7 @@ json BookToJson(const Book& book) {
     if (job.pid_start >= 0) entry[kPidStart] = job.pid_start;
     jobs.push_back(std::move(entry));
   }
-  json j = {{kPool, book.pool}, {kJobs, jobs}};
-  if (!book.token.empty()) j[kToken] = book.token;
-  return j;
+  return {{kPool, book.pool}, {kJobs, jobs}};
 }
 
 bool BookJobFromJson(const json& j, BookJob* job) {
@@ -278,7 +275,6 @@ bool BookJobFromJson(const json& j, BookJob* job) {
 bool BookFromJson(const json& j, Book* book) {
   if (!j.is_object()) return false;
   if (std::string pool; Field(j, kPool, &pool)) book->pool = pool;
-  if (std::string token; Field(j, kToken, &token)) book->token = token;
   auto jobs = j.find(kJobs);
   if (jobs == j.end() || !jobs->is_array()) return true;
   for (const json& entry : *jobs) {

@@ -12,7 +12,7 @@
 //   POST /priority        PriorityRequest {"job", "priority"}
 //   DELETE /jobs/ID, POST /priority, POST /stop: {"ok": true}
 //   any failure           {"error": text}
-//   the book (a file)     Book         {"pool", "jobs": [BookJob], "token"}
+//   the book (a file)     Book         {"pool", "jobs": [BookJob]}
 //
 // The *ToJson functions write exactly these shapes. The *FromJson functions never throw: they
 // return false for any other shape (a missing field, a wrong type, an integer out of range) and
@@ -117,10 +117,10 @@ struct BookJob {
   std::vector<Releasing> releasing;  // entries without a version take the job's
 };
 
+// The pool's token is not in it: a pool's token is new at every start.
 struct Book {
   std::string pool;
   std::vector<BookJob> jobs;
-  std::string token;  // the daemon's control token; "" for none (then not written)
 };
 
 nlohmann::json HostListsToJson(const HostLists& lists);
@@ -161,8 +161,9 @@ using control::ErrorText;
 using control::ErrorToJson;
 using control::OkToJson;
 
-// From JSON, false only when `j` is not an object: "pool", "jobs" and "token" are optional, and
-// one of a wrong type counts as absent. A job's "pid_start" is written when known (>= 0). A damaged job entry (a field other than "version"
+// From JSON, false only when `j` is not an object: "pool" and "jobs" are optional, and one of a
+// wrong type counts as absent ("token", an older etrun's, is ignored). A job's "pid_start" is
+// written when known (>= 0). A damaged job entry (a field other than "version"
 // missing, or any of a wrong type) is left out of book->jobs: that job joins again as a new one.
 nlohmann::json BookToJson(const Book& book);
 bool BookFromJson(const nlohmann::json& j, Book* book);

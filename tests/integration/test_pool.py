@@ -254,6 +254,7 @@ def test_jobs_train_on_without_the_pool_and_join_again(tmp_path, marker, marker_
     job = Job(tmp_path, pool, "steady", marker_env, max_np=4)
     try:
         assert wait_until(lambda: held(pool.name) == {"steady": 4} and job.trains_at(4), timeout=60)
+        old_token = run_etrun(["pool", "token", pool.name]).stdout
         # Its hosts are the pool's: `etrun scale` may cap it, not add hosts.
         r = run_etrun(["scale", "steady", "--add", "localhost:8", "--timeout", "5s"], env=marker_env)
         assert r.returncode != 0 and b"pool" in r.stderr and b"etrun pool priority" in r.stderr, r.stderr
@@ -269,6 +270,8 @@ def test_jobs_train_on_without_the_pool_and_join_again(tmp_path, marker, marker_
             env={**os.environ, **marker_env})
         try:
             assert wait_until(lambda: held(pool.name) == {"steady": 4}, timeout=15)
+            # With the new pool's token, which it read in the registry: tokens are new at every start.
+            assert run_etrun(["pool", "token", pool.name]).stdout not in (old_token, b"")
             status = pool_status(pool.name)
             assert status["jobs"][0]["slots"]["localhost"] == [{"slot": s} for s in range(4)]
             total = job.finish()
