@@ -122,6 +122,7 @@ std::vector<JobEntry> ListJobs(std::string* err, const std::string& sub) {
     JobEntry entry;
     std::string path = dir + "/" + name;
     if (!ReadEntry(path, &entry)) continue;
+    entry.kind = sub == kPoolRegistry ? "pool" : "job";
     if (!ProcessAlive(entry.pid, entry.pid_start)) {
       // Its etrun was killed before it could clean up, or the pid is another process's now.
       // An older etrun's entry (no start time) is left alone while its pid exists.

@@ -24,6 +24,7 @@ namespace etrun::control {
 // describes it.
 struct JobEntry {
   std::string job;
+  std::string kind = "job";  // "job" or "pool": what it is, for messages (not in the file)
   std::string address = "127.0.0.1";  // where its endpoint listens, as seen from this machine
   int pid = 0;
   int64_t pid_start = -1;  // the pid's start time (ProcessStartTime); -1: unknown

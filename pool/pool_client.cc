@@ -73,6 +73,7 @@ bool PoolClient::Find(control::JobEntry* entry, std::string* err) const {
     char text[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &a, text, sizeof(text));
     entry->job = options_.pool;
+    entry->kind = "pool";
     entry->address = text;
     entry->port = port;
     entry->token = options_.token;
@@ -197,13 +198,12 @@ discovery::HostGrant PoolClient::Sync() {
   std::string reply, err;
   int status = lost ? 0 : PostSync(entry, id, request, &reply, &err);
   if (status == 503) return last;  // the pool is starting: train on
-  if (status == 0 || status == 401 || status == 410) {
-    // The pool went away, or restarted (a new port or token, or no book of this job), or counted
-    // this job gone: join it again with what we hold; until then train on the last grant.
+  if (status == 0 || status == 410) {
+    // The pool went away, or restarted (a new port and token, or no book of this job), or
+    // counted this job gone: join it again with what we hold; until then train on the last grant.
     if (!lost) {
-      spdlog::warn("pool '{}' {}: training on the slots held; joining again when it is back",
-                   options_.pool, status == 0 ? "cannot be reached (" + err + ")"
-                                  : status == 401 ? "was restarted" : "no longer knows this job");
+      lost_why_ = status == 0 ? err : "pool '" + options_.pool + "' no longer knows this job";
+      spdlog::warn("{}: training on the slots held; joining again when it is back", lost_why_);
     }
     if (!Rejoin(&request, &reply, &status)) return last;
   }
@@ -223,7 +223,15 @@ bool PoolClient::Rejoin(SyncRequest* request, std::string* reply, int* status) {
   }
   control::JobEntry found;
   std::string why;
-  if (!Find(&found, &why) || !JoinWith(found, &why)) return false;
+  if (!Find(&found, &why)) return false;  // still away
+  if (!JoinWith(found, &why)) {
+    // Said once per reason: a pool that answers now but does not prove it knows our token (one
+    // restarted with a new token, reached by address) says how to get the new one.
+    if (why != lost_why_) spdlog::warn("{}: training on the slots held", why);
+    lost_why_ = why;
+    return false;
+  }
+  lost_why_.clear();
   std::string id;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -10,7 +10,10 @@
 // answered again) and joins again, with those slots, as soon as the pool is back.
 //
 // PoolClient speaks HTTP to the pool daemon (pool/pool_daemon.h) with the token of its registry
-// file, or of ETRUN_POOL_TOKEN for a pool on another machine (--pool HOST:PORT).
+// file, or of ETRUN_POOL_TOKEN for a pool reached by address (--pool HOST:PORT); the token never
+// crosses the wire (control/control_auth.h), and nothing is sent to a server that has not proven
+// it knows it. A pool's token is new at every start: a job rejoining a restarted pool of its
+// registry reads the new one there; one given ETRUN_POOL_TOKEN is told how to get the new one.
 #ifndef ETRUN_POOL_POOL_CLIENT_H_
 #define ETRUN_POOL_POOL_CLIENT_H_
 
@@ -103,6 +106,7 @@ class PoolClient : public discovery::HostSource {
   std::map<std::string, std::vector<SlotView>> slots_;  // by local rank; kept past give-back
   bool lost_ = false;                              // the pool could not be reached
   int64_t seen_ = 0;                               // version of the last grant handed out
+  std::string lost_why_;  // the last reason warned about (the sync thread's only)
 };
 
 }  // namespace etrun::pool

@@ -121,9 +121,11 @@ class Daemon {
     // A new token at every start (jobs on this machine find it in the registry; others are
     // given it again: `etrun pool token`).
     server_ = std::make_unique<control::ControlServer>(
-        &io_, [this](const rendezvous::HttpRequest& r, std::function<void(int, json)> respond) {
+        &io_,
+        [this](const rendezvous::HttpRequest& r, std::function<void(int, json)> respond) {
           Handle(r, std::move(respond));
-        });
+        },
+        kMaxBodyBytes);
     if (!server_->Start(options_.name, &err, control::kPoolRegistry, address, port)) {
       return Fail("cannot open pool '" + options_.name + "': " + err, 1);
     }

@@ -1,9 +1,10 @@
 // The shared slot pool daemon (`etrun pool start NAME ...`): one process per pool, in the
 // foreground, that owns the PoolState and serves it over HTTP beside etrun's job control
 // endpoints (control/control.h: a random token, new at every start, in a 0600 registry file
-// under "pools/"), so only its user (and root) can join or steer it. Listens on 127.0.0.1
-// unless --listen opens it to other machines; then jobs there pass --pool HOST:PORT with the
-// token in ETRUN_POOL_TOKEN (a restarted pool has a new one: `etrun pool token`).
+// under "pools/"; requests authenticated by control/control_auth.h's exchange, bodies up to
+// pool_wire.h's kMaxBodyBytes), so only its user (and root) can join or steer it. Listens on
+// 127.0.0.1 unless --listen opens it to other machines; then jobs there pass --pool HOST:PORT
+// with the token in ETRUN_POOL_TOKEN (a restarted pool has a new one: `etrun pool token`).
 //
 // Endpoints (JSON): GET /status; POST /jobs (join); POST /jobs/ID/sync (report live ranks, get
 // the grant); DELETE /jobs/ID (the job ended); POST /priority {"job", "priority"}; POST /stop.

@@ -22,6 +22,7 @@
 #ifndef ETRUN_POOL_POOL_WIRE_H_
 #define ETRUN_POOL_POOL_WIRE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -33,6 +34,14 @@
 #include "pool/allocation.h"
 
 namespace etrun::pool {
+
+// The largest request body the pool takes (its ControlServer's limit; a bigger one is answered
+// 413 unread). The big bodies are a job's join and sync, which name hosts: sized for a job on
+// 4,096 hosts with names of up to 64 bytes and 8 slots each. Its sync ("live": 8 local ranks a
+// host, ~90 bytes) is ~0.4 MB; its join, when every slot is still draining (each a "releasing"
+// entry ["<name>",7,7], ~80 bytes), ~2.7 MB, the most a join can be (a slot is held or releasing,
+// never both). pool_wire_test builds that join and checks it fits.
+inline constexpr size_t kMaxBodyBytes = 4 << 20;
 
 // host -> slot indices in local-rank order (a holding), or host -> local ranks (a live report).
 // On the wire: {host: [n, ...]}, every n in 0..INT32_MAX.

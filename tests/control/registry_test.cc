@@ -129,6 +129,7 @@ TEST_CASE("registry: only entries of live processes are listed; stale files go")
   CHECK(err.empty());
   REQUIRE(jobs.size() == 1);
   CHECK(jobs[0].job == "live");
+  CHECK(jobs[0].kind == "job");
   CHECK(jobs[0].pid_start == self);
   CHECK(std::filesystem::exists(dir + "/live.json"));
   CHECK_FALSE(std::filesystem::exists(dir + "/reused.json"));
@@ -139,7 +140,7 @@ TEST_CASE("registry: only entries of live processes are listed; stale files go")
   CHECK(err == "no running job named 'reused' (running: live)");
 }
 
-TEST_CASE("registry: an entry is written 0600 with the pid's start time") {
+TEST_CASE("registry: an entry is written 0600 with the pid's start time, and pools are pools") {
   TempRegistry registry;
   std::string err;
   std::string dir = control::RegistryDir(&err, control::kPoolRegistry);
@@ -151,5 +152,7 @@ TEST_CASE("registry: an entry is written 0600 with the pid's start time") {
   JobEntry back;
   REQUIRE(control::ReadEntry(path, &back));
   CHECK(back.pid_start == control::ProcessStartTime(getpid()));
-  CHECK(control::ListJobs(&err, control::kPoolRegistry).size() == 1);
+  std::vector<JobEntry> pools = control::ListJobs(&err, control::kPoolRegistry);
+  REQUIRE(pools.size() == 1);
+  CHECK(pools[0].kind == "pool");
 }

@@ -3,6 +3,7 @@
 // refused without an exception.
 #include "pool/pool_wire.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -146,6 +147,33 @@ TEST_CASE("pool wire: a join request goes both ways; the pool decides `local` it
     with_start["pid_start"] = "123456";
     CHECK_FALSE(wire::JoinRequestFromJson(with_start, &back, &machine));
   }
+}
+
+TEST_CASE("pool wire: the body limit holds a join and a sync of a job on 4,096 hosts") {
+  // Given a job on 4,096 hosts with 64-byte names and 8 slots each, its sync (every local rank
+  // live), its join holding every slot, and its join with every slot still draining (the
+  // biggest a join gets: a slot is held or releasing, never both), each fits kMaxBodyBytes.
+  JoinRequest held, draining;
+  held.name = draining.name = std::string(200, 'j');
+  held.pid = draining.pid = 2147483647;
+  held.pid_start = draining.pid_start = 999999999999;
+  SyncRequest sync;
+  sync.seen = INT64_MAX;
+  for (int h = 0; h < 4096; ++h) {
+    std::string name = std::string(59, 'n') + std::to_string(10000 + h);  // 64 bytes
+    REQUIRE(name.size() == 64);
+    held.held[name] = {0, 1, 2, 3, 4, 5, 6, 7};
+    sync.live[name] = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (int k = 0; k < 8; ++k) draining.releasing.push_back({name, k, k, 0});
+  }
+  size_t sync_size = wire::SyncRequestToJson(sync).dump().size();
+  size_t held_size = wire::JoinRequestToJson(held, std::string(64, 'm')).dump().size();
+  size_t draining_size = wire::JoinRequestToJson(draining, std::string(64, 'm')).dump().size();
+  MESSAGE("sync ", sync_size, ", join holding ", held_size, ", join draining ", draining_size);
+  CHECK(sync_size < wire::kMaxBodyBytes);
+  CHECK(held_size < wire::kMaxBodyBytes);
+  CHECK(draining_size < wire::kMaxBodyBytes);
+  CHECK(draining_size > wire::kMaxBodyBytes / 2);  // the limit is not much more than needed
 }
 
 TEST_CASE("pool wire: malformed join requests are refused without an exception") {
