@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
       etrun::pool::ClientOptions options;
       options.pool = config.pool;
       options.token = etrun::launcher::EnvValue(environment, "ETRUN_POOL_TOKEN");
+      options.trust_start_through =
+          etrun::launcher::EnvValue(environment, "ETRUN_POOL_TRUST_START") == "1";
       options.join.name = etrun::JobName(config);
       options.join.priority = config.priority.value_or(etrun::pool::kDefaultPriority);
       options.join.min_np = config.min_np.value_or(*config.num_proc);

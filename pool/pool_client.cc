@@ -82,6 +82,12 @@ bool PoolClient::Find(control::JobEntry* entry, std::string* err) const {
   return FindPool(options_.pool, entry, err);
 }
 
+bool PoolClient::by_address() const {
+  std::string host;
+  int port = 0;
+  return SplitHostPort(options_.pool, &host, &port);
+}
+
 JoinRequest PoolClient::Request() const {
   JoinRequest request = options_.join;
   std::lock_guard<std::mutex> lock(mu_);
@@ -259,6 +265,21 @@ discovery::HostGrant PoolClient::Apply(int status, const std::string& reply) {
     grant.failure = "pool '" + options_.pool + "' " + why;
     grant.fix = "see `etrun pool status " + options_.pool + "` and the pool's log";
     return grant;
+  }
+  if (by_address() && !options_.trust_start_through) {
+    for (const Grant::Host& h : from_pool.hosts) {
+      if (h.start_through.empty()) continue;
+      // Quoted as JSON: the text is the pool's, control characters included.
+      std::string shown = nlohmann::json(h.start_through.substr(0, 200)).dump(
+          -1, ' ', true, nlohmann::json::error_handler_t::replace);
+      discovery::HostGrant grant;
+      grant.failure = "pool '" + options_.pool + "' (reached by address, not one of this user's "
+                      "pools on this machine) asks this job to start its ranks on " + h.name +
+                      " through the command " + shown + ": refused";
+      grant.fix = "set ETRUN_POOL_TRUST_START=1 if you trust whoever runs that pool to run "
+                  "commands as you";
+      return grant;
+    }
   }
   return Adopt(from_pool);
 }
