@@ -38,8 +38,8 @@ namespace etrun::pool {
 // The largest request body the pool takes (its ControlServer's limit; a bigger one is answered
 // 413 unread). The big bodies are a job's join and sync, which name hosts: sized for a job on
 // 4,096 hosts with names of up to 64 bytes and 8 slots each. Its sync ("live": 8 local ranks a
-// host, ~90 bytes) is ~0.4 MB; its join, when every slot is still draining (each a "releasing"
-// entry ["<name>",7,7], ~80 bytes), ~2.7 MB, the most a join can be (a slot is held or releasing,
+// host, ~85 bytes) is 0.35 MB; its join, when every slot is still draining (each a "releasing"
+// entry ["<name>",7,7], ~73 bytes), 2.4 MB, the most a join can be (a slot is held or releasing,
 // never both). pool_wire_test builds that join and checks it fits.
 inline constexpr size_t kMaxBodyBytes = 4 << 20;
 
