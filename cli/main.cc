@@ -18,6 +18,7 @@
 #include "cli/pool_main.h"
 #include "cli/report_main.h"
 #include "cli/wiring.h"
+#include "control/registry.h"
 #include "discovery/discovery_output.h"
 #include "discovery/host_source.h"
 #include "events/exit_status.h"
@@ -78,6 +79,8 @@ int main(int argc, char** argv) {
       etrun::pool::ClientOptions options;
       options.pool = config.pool;
       options.token = etrun::launcher::EnvValue(environment, "ETRUN_POOL_TOKEN");
+      options.trust_start_through =
+          etrun::launcher::EnvValue(environment, "ETRUN_POOL_TRUST_START") == "1";
       options.join.name = etrun::JobName(config);
       options.join.priority = config.priority.value_or(etrun::pool::kDefaultPriority);
       options.join.min_np = config.min_np.value_or(*config.num_proc);
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
         }
       }
       options.join.pid = getpid();
+      options.join.pid_start = etrun::control::ProcessStartTime(options.join.pid);
       options.kinds = etrun::cli::ClusterKinds();
       pool = std::make_unique<etrun::pool::PoolClient>(std::move(options));
       std::string err;

@@ -303,7 +303,8 @@ int StopMain(int argc, char** argv) {
 
 int TokenMain(int argc, char** argv) {
   CLI::App app("Prints a pool's token, for jobs on other machines (ETRUN_POOL_TOKEN; only with "
-               "`pool start --listen`). Keep it secret: it lets its holder join and steer the pool.",
+               "`pool start --listen`). Keep it secret: it lets its holder join and steer the pool. "
+               "It is new at every start of the pool.",
                "pool token");
   std::string name;
   app.add_option("name", name, "The pool; optional when only one runs.");

@@ -1,61 +1,43 @@
-// The control endpoint of a running job, for `etrun status`, `etrun list` and `etrun scale`.
+// The control endpoint of a running job, for `etrun status`, `etrun list` and `etrun scale`, and
+// of a pool (`etrun pool`, `--pool`): the server and its client.
 //
-// ControlServer: a small HTTP server on 127.0.0.1 beside the rendezvous server (Horovod workers'
-// endpoints are untouched). Every request must carry `Authorization: Bearer <token>`, a random
-// 256-bit token; anything else gets 401. The token and port are published in a 0600 file in a
-// 0700 directory of the user's (JobRegistry), so only the job's owner (and root) can steer it.
+// ControlServer: a small HTTP server on 127.0.0.1 (a pool may listen elsewhere) beside the
+// rendezvous server (Horovod workers' endpoints are untouched). Its token, a random 256-bit
+// value new at every start, and its port are published in the registry (registry.h: a 0600 file
+// in a 0700 directory of the user's), so only the job's owner (and root) can steer it. The token
+// never crosses the wire: client and server run control_auth.h's exchange on each connection
+// (the server proves it knows the token, then every request and answer carries a MAC under a
+// key of that connection). A request is checked when its headers arrive: one that fails gets
+// 401 and its body is never read; a body over the endpoint's limit gets 413, unread. Sessions
+// are connections: at most kMaxControlSessions at once (more are answered 503 and closed), each
+// closed after kControlReadTimeout without a whole request or at its first failed check.
 //
-// JobRegistry: $XDG_RUNTIME_DIR/etrun/ or /tmp/etrun-<uid>/, one <job>.json per running job
-// ({"job", "pid", "port", "token", "started"}), removed when the job ends; files of jobs whose
-// etrun is gone are skipped (and removed) by readers.
-// Driver thread only.
+// ControlRequest: one request, on a connection of its own, to a job's or pool's endpoint; it
+// sends nothing but the hello's random nonce until the server has proven it knows the token.
+// Driver thread only: a ControlServer's io_context is run by one thread.
 #ifndef ETRUN_CONTROL_CONTROL_H_
 #define ETRUN_CONTROL_CONTROL_H_
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <nlohmann/json.hpp>
 
+#include "control/registry.h"
 #include "rendezvous/http_server.h"
 
 namespace etrun::control {
 
-// One running job (or pool: launcher's registry subdirectory "pools") as its registry file
-// describes it.
-struct JobEntry {
-  std::string job;
-  std::string address = "127.0.0.1";  // where its endpoint listens, as seen from this machine
-  int pid = 0;
-  int port = 0;
-  std::string token;
-  std::string started;  // ISO 8601 UTC
-  std::string path;     // the registry file
-};
-
-// Registry subdirectory of the shared slot pools (`etrun pool`).
-inline constexpr char kPoolRegistry[] = "pools";
-
-// True when process `pid` exists (kill(pid, 0); EPERM counts: it exists, owned by another user).
-bool ProcessAlive(int pid);
-
-// This machine's hostname ("" if unknown).
-std::string MachineName();
-
-// The registry directory (or its subdirectory `sub`), created 0700 if missing. Returns "" and
-// sets *err when it cannot be made or is not private to this user.
-std::string RegistryDir(std::string* err, const std::string& sub = "");
-
-// Live jobs (or, with kPoolRegistry, pools) of this user, sorted by name; stale files are removed.
-std::vector<JobEntry> ListJobs(std::string* err, const std::string& sub = "");
-
-// Picks the job named `name`, or the only one when `name` is empty. Returns false and sets *err
-// (no job, several jobs: name one, no such job).
-bool FindJob(const std::string& name, JobEntry* out, std::string* err);
+// A job's endpoint takes one body, `etrun scale`'s overrides (control_wire.h): a few dozen bytes
+// per host named, so 8 KiB holds some two hundred. A pool's limit is its own (pool_wire.h).
+inline constexpr size_t kControlBodyLimit = 8 << 10;
+inline constexpr int kMaxControlSessions = 64;
+inline constexpr std::chrono::seconds kControlReadTimeout{10};
 
 class ControlServer {
  public:
@@ -64,8 +46,11 @@ class ControlServer {
   using Handler = std::function<void(const rendezvous::HttpRequest& request,
                                      std::function<void(int status, nlohmann::json body)> respond)>;
 
-  ControlServer(boost::asio::io_context* io, Handler handler);
-  ~ControlServer();  // removes the registry file
+  // `max_body`: the largest request body taken, in bytes.
+  ControlServer(boost::asio::io_context* io, Handler handler, size_t max_body = kControlBodyLimit);
+  ~ControlServer();  // stops accepting, removes the registry file; requests in flight get 503
+  ControlServer(const ControlServer&) = delete;
+  ControlServer& operator=(const ControlServer&) = delete;
 
   // Listens on `address` (127.0.0.1 unless a pool is opened to other machines; port 0: any) and
   // publishes the job under `job` (or `job-<pid>` if that name is taken by another live etrun)
@@ -76,19 +61,23 @@ class ControlServer {
 
   const std::string& name() const { return entry_.job; }
   const JobEntry& entry() const { return entry_; }
-  // Uses `token` (64 hex digits) instead of a fresh one: a restarted pool keeps its token, so
-  // jobs on other machines that were given it can join again. Before Start.
-  void UseToken(const std::string& token);
 
  private:
-  class Auth;
-  std::unique_ptr<Auth> auth_;
-  std::unique_ptr<rendezvous::HttpServer> server_;
+  struct Shared;
+  class Connection;
+  void Accept();
+
+  boost::asio::io_context* io_;
+  std::shared_ptr<Shared> shared_;  // with the connections, which may outlive the server
+  boost::asio::ip::tcp::acceptor acceptor_;
   JobEntry entry_;
 };
 
-// The client side: one request to a job's control endpoint. Returns the HTTP status (0 with
-// *err set when the job cannot be reached) and fills *body.
+// The client side: one request to a job's or pool's control endpoint (job.kind names it in
+// errors). Returns the HTTP status of an answer the server signed (control_auth.h), with its
+// body in *reply; 0 with *err set (one line naming the job or pool and its address) when it
+// cannot be reached, does not prove it knows job.token (then nothing but the hello was sent),
+// or answers without a valid signature.
 int ControlRequest(const JobEntry& job, const std::string& method, const std::string& target,
                    const std::string& body, std::string* reply, std::string* err,
                    std::chrono::milliseconds timeout = std::chrono::seconds(10));

@@ -73,12 +73,19 @@ bool PoolClient::Find(control::JobEntry* entry, std::string* err) const {
     char text[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &a, text, sizeof(text));
     entry->job = options_.pool;
+    entry->kind = "pool";
     entry->address = text;
     entry->port = port;
     entry->token = options_.token;
     return true;
   }
   return FindPool(options_.pool, entry, err);
+}
+
+bool PoolClient::by_address() const {
+  std::string host;
+  int port = 0;
+  return SplitHostPort(options_.pool, &host, &port);
 }
 
 JoinRequest PoolClient::Request() const {
@@ -197,13 +204,12 @@ discovery::HostGrant PoolClient::Sync() {
   std::string reply, err;
   int status = lost ? 0 : PostSync(entry, id, request, &reply, &err);
   if (status == 503) return last;  // the pool is starting: train on
-  if (status == 0 || status == 401 || status == 410) {
-    // The pool went away, or restarted (a new port or token, or no book of this job), or counted
-    // this job gone: join it again with what we hold; until then train on the last grant.
+  if (status == 0 || status == 410) {
+    // The pool went away, or restarted (a new port and token, or no book of this job), or
+    // counted this job gone: join it again with what we hold; until then train on the last grant.
     if (!lost) {
-      spdlog::warn("pool '{}' {}: training on the slots held; joining again when it is back",
-                   options_.pool, status == 0 ? "cannot be reached (" + err + ")"
-                                  : status == 401 ? "was restarted" : "no longer knows this job");
+      lost_why_ = status == 0 ? err : "pool '" + options_.pool + "' no longer knows this job";
+      spdlog::warn("{}: training on the slots held; joining again when it is back", lost_why_);
     }
     if (!Rejoin(&request, &reply, &status)) return last;
   }
@@ -223,7 +229,15 @@ bool PoolClient::Rejoin(SyncRequest* request, std::string* reply, int* status) {
   }
   control::JobEntry found;
   std::string why;
-  if (!Find(&found, &why) || !JoinWith(found, &why)) return false;
+  if (!Find(&found, &why)) return false;  // still away
+  if (!JoinWith(found, &why)) {
+    // Said once per reason: a pool that answers now but does not prove it knows our token (one
+    // restarted with a new token, reached by address) says how to get the new one.
+    if (why != lost_why_) spdlog::warn("{}: training on the slots held", why);
+    lost_why_ = why;
+    return false;
+  }
+  lost_why_.clear();
   std::string id;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -251,6 +265,21 @@ discovery::HostGrant PoolClient::Apply(int status, const std::string& reply) {
     grant.failure = "pool '" + options_.pool + "' " + why;
     grant.fix = "see `etrun pool status " + options_.pool + "` and the pool's log";
     return grant;
+  }
+  if (by_address() && !options_.trust_start_through) {
+    for (const Grant::Host& h : from_pool.hosts) {
+      if (h.start_through.empty()) continue;
+      // Quoted as JSON: the text is the pool's, control characters included.
+      std::string shown = nlohmann::json(h.start_through.substr(0, 200)).dump(
+          -1, ' ', true, nlohmann::json::error_handler_t::replace);
+      discovery::HostGrant grant;
+      grant.failure = "pool '" + options_.pool + "' (reached by address, not one of this user's "
+                      "pools on this machine) asks this job to start its ranks on " + h.name +
+                      " through the command " + shown + ": refused";
+      grant.fix = "set ETRUN_POOL_TRUST_START=1 if you trust whoever runs that pool to run "
+                  "commands as you";
+      return grant;
+    }
   }
   return Adopt(from_pool);
 }

@@ -10,7 +10,18 @@
 // answered again) and joins again, with those slots, as soon as the pool is back.
 //
 // PoolClient speaks HTTP to the pool daemon (pool/pool_daemon.h) with the token of its registry
-// file, or of ETRUN_POOL_TOKEN for a pool on another machine (--pool HOST:PORT).
+// file, or of ETRUN_POOL_TOKEN for a pool reached by address (--pool HOST:PORT); the token never
+// crosses the wire (control/control_auth.h), and nothing is sent to a server that has not proven
+// it knows it. A pool's token is new at every start: a job rejoining a restarted pool of its
+// registry reads the new one there; one given ETRUN_POOL_TOKEN is told how to get the new one.
+//
+// A grant's start_through (a command the job runs, {host} filled in, to start a host's ranks) is
+// taken only from a pool found in this user's registry (`--pool NAME`: the user's own pool on
+// this machine), or when the user trusts the pool reached by address
+// (ClientOptions::trust_start_through, ETRUN_POOL_TRUST_START=1). A grant of another pool that
+// carries one is refused: the job's first grant ends it with one line; a later one is a failed
+// poll (the job keeps its hosts). Not dropped: a host reached otherwise than its pool says (SSH
+// instead of srun into the pool's allocation) would run ranks outside what the pool manages.
 #ifndef ETRUN_POOL_POOL_CLIENT_H_
 #define ETRUN_POOL_POOL_CLIENT_H_
 
@@ -45,6 +56,8 @@ struct SlotView {
 struct ClientOptions {
   std::string pool;    // a pool name of this user, or HOST:PORT
   std::string token;   // for HOST:PORT (ETRUN_POOL_TOKEN)
+  // For HOST:PORT: a grant's start_through is taken (ETRUN_POOL_TRUST_START=1).
+  bool trust_start_through = false;
   JoinRequest join;    // name, priority, min/max, pid
   // The cluster kinds a grant's route may name (Grant::Host::start_kind).
   std::vector<const discovery::ClusterKind*> kinds;
@@ -71,6 +84,8 @@ class PoolClient : public discovery::HostSource {
 
  private:
   bool Find(control::JobEntry* entry, std::string* err) const;
+  // Whether the pool is reached by address (--pool HOST:PORT), not through the registry.
+  bool by_address() const;
   // The join request: the options, and what the job holds and still drains.
   JoinRequest Request() const;
   bool JoinWith(const control::JobEntry& entry, std::string* err);
@@ -103,6 +118,7 @@ class PoolClient : public discovery::HostSource {
   std::map<std::string, std::vector<SlotView>> slots_;  // by local rank; kept past give-back
   bool lost_ = false;                              // the pool could not be reached
   int64_t seen_ = 0;                               // version of the last grant handed out
+  std::string lost_why_;  // the last reason warned about (the sync thread's only)
 };
 
 }  // namespace etrun::pool

@@ -118,11 +118,14 @@ class Daemon {
     if (!err.empty()) return Fail(err, 1);
     book_path_ = control::RegistryDir(&err, control::kPoolRegistry) + "/" + options_.name + ".book.json";
     LoadBook();
+    // A new token at every start (jobs on this machine find it in the registry; others are
+    // given it again: `etrun pool token`).
     server_ = std::make_unique<control::ControlServer>(
-        &io_, [this](const rendezvous::HttpRequest& r, std::function<void(int, json)> respond) {
+        &io_,
+        [this](const rendezvous::HttpRequest& r, std::function<void(int, json)> respond) {
           Handle(r, std::move(respond));
-        });
-    if (previous_book_) server_->UseToken(previous_book_->token);
+        },
+        kMaxBodyBytes);
     if (!server_->Start(options_.name, &err, control::kPoolRegistry, address, port)) {
       return Fail("cannot open pool '" + options_.name + "': " + err, 1);
     }
@@ -152,8 +155,9 @@ class Daemon {
                    "them runs that host's ranks itself)", options_.start_through.command);
     }
     if (address != "127.0.0.1") {
-      spdlog::warn("pool '{}' listens on {}:{}: anyone with its token (`etrun pool token {}`) "
-                   "can join or steer it", options_.name, address, server_->entry().port, options_.name);
+      spdlog::warn("pool '{}' listens on {}:{}: anyone with its token (`etrun pool token {}`, new "
+                   "at every start) can join or steer it", options_.name, address,
+                   server_->entry().port, options_.name);
     }
     signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
       if (!ec) Shutdown(fmt::format("signal {}", sig));
@@ -214,7 +218,6 @@ class Daemon {
     if (!restored_ || book_path_.empty() || book_path_[0] != '/') return;
     std::string tmp = book_path_ + ".tmp" + std::to_string(getpid());
     Book book = state_.Holdings();
-    if (server_) book.token = server_->entry().token;
     {
       std::ofstream out(tmp, std::ios::trunc);
       out << BookToJson(book).dump() << "\n";
@@ -261,8 +264,8 @@ class Daemon {
     tick_.async_wait([this](const boost::system::error_code& ec) {
       if (ec) return;
       auto now = Now();
-      for (const auto& [id, pid] : state_.LocalJobs()) {
-        if (!control::ProcessAlive(pid)) state_.Leave(id, events::kCrashed, now);
+      for (const PoolState::LocalJob& job : state_.LocalJobs()) {
+        if (!control::ProcessAlive(job.pid, job.pid_start)) state_.Leave(job.id, events::kCrashed, now);
       }
       for (const auto& [id, heard] : state_.RemoteJobs()) {
         if (now - heard > options_.lease) state_.Leave(id, events::kLost, now);
@@ -350,8 +353,9 @@ class Daemon {
     JoinRequest request;
     std::string machine;
     if (!JoinRequestFromJson(body, &request, &machine)) return respond(400, ErrorToJson(kShape));
-    // On this machine and visible here: a job in another pid namespace is watched by lease.
-    request.local = machine == machine_ && control::ProcessAlive(request.pid);
+    // On this machine and visible here, the very process that sent it: a job in another pid
+    // namespace, or of an etrun that sends no start time, is watched by lease.
+    request.local = machine == machine_ && control::ProcessAlive(request.pid, request.pid_start);
     std::string err;
     std::string id = state_.Join(request, now, &err);
     if (id.empty()) return respond(400, ErrorToJson(err));

@@ -1,14 +1,17 @@
 // The shared slot pool daemon (`etrun pool start NAME ...`): one process per pool, in the
 // foreground, that owns the PoolState and serves it over HTTP beside etrun's job control
-// endpoints (control/control.h: a random token in a 0600 registry file, under "pools/"), so
-// only its user (and root) can join or steer it. Listens on 127.0.0.1 unless --listen opens it
-// to other machines; then jobs there pass --pool HOST:PORT with the token in ETRUN_POOL_TOKEN.
+// endpoints (control/control.h: a random token, new at every start, in a 0600 registry file
+// under "pools/"; requests authenticated by control/control_auth.h's exchange, bodies up to
+// pool_wire.h's kMaxBodyBytes), so only its user (and root) can join or steer it. Listens on
+// 127.0.0.1 unless --listen opens it to other machines; then jobs there pass --pool HOST:PORT
+// with the token in ETRUN_POOL_TOKEN (a restarted pool has a new one: `etrun pool token`).
 //
 // Endpoints (JSON): GET /status; POST /jobs (join); POST /jobs/ID/sync (report live ranks, get
 // the grant); DELETE /jobs/ID (the job ended); POST /priority {"job", "priority"}; POST /stop.
-// A job's etrun on this machine is watched by pid: when it is gone its slots are free at once
-// (its guardian has killed its ranks). Jobs elsewhere are counted gone after --lease without a
-// sync. Stopping the pool (SIGINT, SIGTERM, `etrun pool stop`) leaves jobs training on what they
+// A job's etrun on this machine is watched by its pid and that process's start time (a pid
+// given to another process does not keep the job alive): when it is gone its slots are free at
+// once (its guardian has killed its ranks). Jobs elsewhere are counted gone after --lease
+// without a sync. Stopping the pool (SIGINT, SIGTERM, `etrun pool stop`) leaves jobs training on what they
 // hold; they join again when a pool of that name is back.
 #ifndef ETRUN_POOL_POOL_DAEMON_H_
 #define ETRUN_POOL_POOL_DAEMON_H_

@@ -144,6 +144,7 @@ std::string PoolState::Join(const JoinRequest& request, PoolTime now, std::strin
   job.max_np = request.max_np;
   job.arrival = arrivals_++;
   job.pid = request.pid;
+  job.pid_start = request.pid_start;
   job.local = request.local;
   job.last_heard = now;
   KeepHeld(request, &job);
@@ -176,7 +177,8 @@ bool PoolState::CheckRequest(const JoinRequest& request, std::string* err) {
 std::string PoolState::Rejoin(const JoinRequest& request, PoolTime now) {
   for (auto& [id, job] : jobs_) {
     if (!job.restored) continue;
-    bool same = job.local ? request.local && request.pid == job.pid && request.pid > 0
+    bool same = job.local ? request.local && request.pid == job.pid && request.pid > 0 &&
+                                request.pid_start == job.pid_start
                           : !request.local && id == request.name;
     if (!same) continue;
     job.restored = false;
@@ -415,10 +417,10 @@ int64_t PoolState::Version(const std::string& id) const {
   return it == jobs_.end() ? 0 : it->second.version;
 }
 
-std::vector<std::pair<std::string, int>> PoolState::LocalJobs() const {
-  std::vector<std::pair<std::string, int>> out;
+std::vector<PoolState::LocalJob> PoolState::LocalJobs() const {
+  std::vector<LocalJob> out;
   for (const auto& [id, job] : jobs_) {
-    if (job.local && job.pid > 0) out.emplace_back(id, job.pid);
+    if (job.local && job.pid > 0) out.push_back({id, job.pid, job.pid_start});
   }
   return out;
 }

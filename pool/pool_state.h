@@ -71,7 +71,7 @@ class PoolState {
   // every job is restored with what it held, as a placeholder that keeps those slots from other
   // jobs until the job joins again (adopted by pid, or by name for jobs on other machines) or is
   // gone. A job whose entry makes no sense (no id, a bad priority or np range, slots another
-  // restored job holds) is left out: it joins again as a new one. Holdings()'s token is "".
+  // restored job holds) is left out: it joins again as a new one.
   Book Holdings() const;
   void Restore(const Book& book, PoolTime now);
 
@@ -89,9 +89,14 @@ class PoolState {
   // Applies holds that expired.
   void Tick(PoolTime now) { Rebalance(now); }
 
-  // Jobs whose etrun runs here (id, pid): the daemon watches their pids (restored placeholders
-  // too). The others (id, when last heard from): the daemon counts them lost after a lease.
-  std::vector<std::pair<std::string, int>> LocalJobs() const;
+  // Jobs whose etrun runs here: the daemon watches their processes (restored placeholders too).
+  // The others (id, when last heard from): the daemon counts them lost after a lease.
+  struct LocalJob {
+    std::string id;
+    int pid = 0;
+    int64_t pid_start = -1;  // the process's start time (control::ProcessStartTime)
+  };
+  std::vector<LocalJob> LocalJobs() const;
   std::vector<std::pair<std::string, PoolTime>> RemoteJobs() const;
   bool HasJob(const std::string& id) const { return jobs_.count(id) != 0; }
   // The job's grant version (0 for an unknown job): what a job that just joined has seen at most.

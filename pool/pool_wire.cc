@@ -17,6 +17,7 @@ constexpr char kPriority[] = "priority";
 constexpr char kMinNp[] = "min_np";
 constexpr char kMaxNp[] = "max_np";
 constexpr char kPid[] = "pid";
+constexpr char kPidStart[] = "pid_start";
 constexpr char kMachine[] = "machine";
 constexpr char kHeld[] = "held";
 constexpr char kReleasing[] = "releasing";
@@ -35,7 +36,6 @@ constexpr char kQueued[] = "queued";
 constexpr char kJob[] = "job";
 constexpr char kPool[] = "pool";
 constexpr char kJobs[] = "jobs";
-constexpr char kToken[] = "token";
 constexpr char kArrival[] = "arrival";
 constexpr char kLocal[] = "local";
 
@@ -169,16 +169,19 @@ bool ReleasingFromJson(const json& j, int64_t version, Releasing* r) {
 json JoinRequestToJson(const JoinRequest& r, const std::string& machine) {
   json releasing = json::array();
   for (const Releasing& entry : r.releasing) releasing.push_back(ReleasingToJson(entry, false));
-  return {{kName, r.name}, {kPriority, r.priority}, {kMinNp, r.min_np}, {kMaxNp, r.max_np},
-          {kPid, r.pid}, {kMachine, machine}, {kHeld, HostListsToJson(r.held)},
-          {kReleasing, releasing}};
+  json j = {{kName, r.name}, {kPriority, r.priority}, {kMinNp, r.min_np}, {kMaxNp, r.max_np},
+            {kPid, r.pid}, {kMachine, machine}, {kHeld, HostListsToJson(r.held)},
+            {kReleasing, releasing}};
+  if (r.pid_start >= 0) j[kPidStart] = r.pid_start;
+  return j;
 }
 
 bool JoinRequestFromJson(const json& j, JoinRequest* r, std::string* machine) {
   machine->clear();
   if (!j.is_object() || !Field(j, kName, &r->name) || !Field(j, kPriority, &r->priority) ||
       !Field(j, kMinNp, &r->min_np) || !Field(j, kMaxNp, &r->max_np) || !Optional(j, kPid, &r->pid) ||
-      !Optional(j, kMachine, machine) || !Optional(j, kHeld, &r->held)) {
+      !Optional(j, kPidStart, &r->pid_start) || !Optional(j, kMachine, machine) ||
+      !Optional(j, kHeld, &r->held)) {
     return false;
   }
   auto releasing = j.find(kReleasing);
@@ -247,21 +250,22 @@ json BookToJson(const Book& book) {
   for (const BookJob& job : book.jobs) {
     json releasing = json::array();
     for (const Releasing& r : job.releasing) releasing.push_back(ReleasingToJson(r, true));
-    jobs.push_back({{kId, job.id}, {kVersion, job.version}, {kPriority, job.priority},
-                    {kMinNp, job.min_np}, {kMaxNp, job.max_np}, {kArrival, job.arrival},
-                    {kPid, job.pid}, {kLocal, job.local}, {kHeld, HostListsToJson(job.held)},
-                    {kReleasing, releasing}});
+    json entry = {{kId, job.id}, {kVersion, job.version}, {kPriority, job.priority},
+                  {kMinNp, job.min_np}, {kMaxNp, job.max_np}, {kArrival, job.arrival},
+                  {kPid, job.pid}, {kLocal, job.local}, {kHeld, HostListsToJson(job.held)},
+                  {kReleasing, releasing}};
+    if (job.pid_start >= 0) entry[kPidStart] = job.pid_start;
+    jobs.push_back(std::move(entry));
   }
-  json j = {{kPool, book.pool}, {kJobs, jobs}};
-  if (!book.token.empty()) j[kToken] = book.token;
-  return j;
+  return {{kPool, book.pool}, {kJobs, jobs}};
 }
 
 bool BookJobFromJson(const json& j, BookJob* job) {
   if (!j.is_object() || !Field(j, kId, &job->id) || !Optional(j, kVersion, &job->version) ||
       !Field(j, kPriority, &job->priority) || !Field(j, kMinNp, &job->min_np) ||
       !Field(j, kMaxNp, &job->max_np) || !Field(j, kArrival, &job->arrival) ||
-      !Field(j, kPid, &job->pid) || !Field(j, kLocal, &job->local) || !Field(j, kHeld, &job->held)) {
+      !Field(j, kPid, &job->pid) || !Optional(j, kPidStart, &job->pid_start) ||
+      !Field(j, kLocal, &job->local) || !Field(j, kHeld, &job->held)) {
     return false;
   }
   auto releasing = j.find(kReleasing);
@@ -271,7 +275,6 @@ bool BookJobFromJson(const json& j, BookJob* job) {
 bool BookFromJson(const json& j, Book* book) {
   if (!j.is_object()) return false;
   if (std::string pool; Field(j, kPool, &pool)) book->pool = pool;
-  if (std::string token; Field(j, kToken, &token)) book->token = token;
   auto jobs = j.find(kJobs);
   if (jobs == j.end() || !jobs->is_array()) return true;
   for (const json& entry : *jobs) {

@@ -2,8 +2,8 @@
 // (pool/pool_daemon.h) exchange as JSON bodies, and the pool's book as the daemon keeps it on
 // disk (pool/pool_state.h). Every field name is written here and nowhere else.
 //
-//   POST /jobs            JoinRequest  {"name", "priority", "min_np", "max_np", "pid", "machine",
-//                                       "held": HostLists, "releasing": [Releasing]}
+//   POST /jobs            JoinRequest  {"name", "priority", "min_np", "max_np", "pid", "pid_start",
+//                                       "machine", "held": HostLists, "releasing": [Releasing]}
 //                         JoinReply    {"id", "version"}
 //   POST /jobs/ID/sync    SyncRequest  {"live": HostLists, "seen"}
 //                         Grant        {"hosts": [{"host", "slots", "devices", "start_through",
@@ -12,7 +12,7 @@
 //   POST /priority        PriorityRequest {"job", "priority"}
 //   DELETE /jobs/ID, POST /priority, POST /stop: {"ok": true}
 //   any failure           {"error": text}
-//   the book (a file)     Book         {"pool", "jobs": [BookJob], "token"}
+//   the book (a file)     Book         {"pool", "jobs": [BookJob]}
 //
 // The *ToJson functions write exactly these shapes. The *FromJson functions never throw: they
 // return false for any other shape (a missing field, a wrong type, an integer out of range) and
@@ -22,6 +22,7 @@
 #ifndef ETRUN_POOL_POOL_WIRE_H_
 #define ETRUN_POOL_POOL_WIRE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -33,6 +34,14 @@
 #include "pool/allocation.h"
 
 namespace etrun::pool {
+
+// The largest request body the pool takes (its ControlServer's limit; a bigger one is answered
+// 413 unread). The big bodies are a job's join and sync, which name hosts: sized for a job on
+// 4,096 hosts with names of up to 64 bytes and 8 slots each. Its sync ("live": 8 local ranks a
+// host, ~85 bytes) is 0.35 MB; its join, when every slot is still draining (each a "releasing"
+// entry ["<name>",7,7], ~73 bytes), 2.4 MB, the most a join can be (a slot is held or releasing,
+// never both). pool_wire_test builds that join and checks it fits.
+inline constexpr size_t kMaxBodyBytes = 4 << 20;
 
 // host -> slot indices in local-rank order (a holding), or host -> local ranks (a live report).
 // On the wire: {host: [n, ...]}, every n in 0..INT32_MAX.
@@ -57,6 +66,7 @@ struct JoinRequest {
   int min_np = 1;
   int max_np = 1;
   int pid = 0;                    // the job's etrun, when `local`
+  int64_t pid_start = -1;         // its start time (control::ProcessStartTime); -1: not sent
   bool local = true;              // runs on the pool's machine: its pid is watched (not sent:
                                   // the pool decides it from the job's machine and pid)
   // Re-registration with a pool that lost its book: what it holds, and slots it still drains.
@@ -110,15 +120,16 @@ struct BookJob {
   int max_np = 1;
   int64_t arrival = 0;
   int pid = 0;
+  int64_t pid_start = -1;  // with pid, the process watched (optional on the wire)
   bool local = true;
   HostLists held;
   std::vector<Releasing> releasing;  // entries without a version take the job's
 };
 
+// The pool's token is not in it: a pool's token is new at every start.
 struct Book {
   std::string pool;
   std::vector<BookJob> jobs;
-  std::string token;  // the daemon's control token; "" for none (then not written)
 };
 
 nlohmann::json HostListsToJson(const HostLists& lists);
@@ -129,9 +140,10 @@ bool HostListsFromJson(const nlohmann::json& j, HostLists* lists);
 nlohmann::json ReleasingToJson(const Releasing& r, bool with_version);
 bool ReleasingFromJson(const nlohmann::json& j, int64_t version, Releasing* r);
 
-// `machine` is the job's machine (control::MachineName()); `r.local` is not sent. From JSON,
-// "pid", "machine" (else ""), "held" and "releasing" are optional; the entries of "releasing"
-// get version 0 and `r->local` is left as it was.
+// `machine` is the job's machine (control::MachineName()); `r.local` is not sent, "pid_start"
+// only when known (>= 0). From JSON, "pid", "pid_start", "machine" (else ""), "held" and
+// "releasing" are optional; the entries of "releasing" get version 0 and `r->local` is left as
+// it was.
 nlohmann::json JoinRequestToJson(const JoinRequest& r, const std::string& machine);
 bool JoinRequestFromJson(const nlohmann::json& j, JoinRequest* r, std::string* machine);
 
@@ -158,8 +170,9 @@ using control::ErrorText;
 using control::ErrorToJson;
 using control::OkToJson;
 
-// From JSON, false only when `j` is not an object: "pool", "jobs" and "token" are optional, and
-// one of a wrong type counts as absent. A damaged job entry (a field other than "version"
+// From JSON, false only when `j` is not an object: "pool" and "jobs" are optional, and one of a
+// wrong type counts as absent ("token", an older etrun's, is ignored). A job's "pid_start" is
+// written when known (>= 0). A damaged job entry (a field other than "version"
 // missing, or any of a wrong type) is left out of book->jobs: that job joins again as a new one.
 nlohmann::json BookToJson(const Book& book);
 bool BookFromJson(const nlohmann::json& j, Book* book);

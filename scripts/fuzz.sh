@@ -21,7 +21,7 @@ elif ! [[ "${1:-10}" =~ ^[1-9][0-9]*$ ]]; then
 fi
 # target name -> seed corpus folder
 targets=(http_request:http pickle:pickle wire:wire discovery_output:discovery_output
-  host_slots:host_slots)
+  host_slots:host_slots control_auth:control_auth)
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DETRUN_FUZZ=ON \
   -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 names=("${targets[@]%%:*}")

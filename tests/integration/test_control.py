@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+import control_auth
 from conftest import ETRUN, wait_until
 
 
@@ -71,6 +72,10 @@ def test_status_and_list_show_a_static_job_and_its_ranks(runtime):
 
 
 def test_the_control_endpoint_refuses_requests_without_the_token(runtime):
+    """The token never crosses the wire (control/control_auth.h): a request without the exchange,
+    or with the token itself as a Bearer header, gets 401 before its body is read; one signed under
+    a session of the token gets through; a captured one is not taken again, on its connection or
+    on another; a body changed on the way is refused."""
     job = start(["-np", "1", "--job-name", "guarded", "sleep", "30"], runtime)
     try:
         assert wait_until(lambda: len(registry(runtime)) == 1, timeout=20)
@@ -78,14 +83,76 @@ def test_the_control_endpoint_refuses_requests_without_the_token(runtime):
         assert os.stat(path).st_mode & 0o777 == 0o600
         assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700
         entry = json.load(open(path))
-        for header in ["", "Authorization: Bearer wrong\r\n", f"Authorization: Bearer {entry['token']}x\r\n",
-                       f"Authorization: Bearer {entry['token']}\r\n"]:
-            with socket.create_connection(("127.0.0.1", entry["port"]), timeout=10) as s:
-                s.sendall(f"GET /status HTTP/1.1\r\nHost: x\r\n{header}Content-Length: 0\r\n\r\n".encode())
-                code = int(s.recv(4096).split()[1])
-            assert code == (200 if header.endswith(entry["token"] + "\r\n") else 401), header
+        assert entry["pid"] == job.pid and entry["pid_start"] == control_auth.start_time(job.pid)
+        token, port = entry["token"], entry["port"]
+        # A million-byte body announced and never sent: the 401 comes at once all the same.
+        for header in ["", f"Authorization: Bearer {token}\r\n", f"Etrun-Auth: {token}\r\n"]:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                s.sendall(f"POST /overrides HTTP/1.1\r\nHost: x\r\n{header}Content-Length: 1000000\r\n\r\n".encode())
+                answer = s.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 401 "), (header, answer)
+        client = control_auth.Client(token, port)
+        client.hello()
+        captured = client.signed("GET", "/status")
+        status, body, signed = client.send(captured)
+        assert (status, signed, json.loads(body)["job"]) == (200, True, "guarded")
+        assert client.send(captured)[0] == 401  # the same request again on its connection
+        client.close()
+        other = control_auth.Client(token, port)
+        other.hello()
+        assert other.send(captured)[0] == 401  # ... and on another
+        other.close()
+        tampered = control_auth.Client(token, port)
+        tampered.hello()
+        request = tampered.signed("POST", "/overrides", b'{"add":{},"remove":[],"to":1}')
+        assert tampered.send(request.replace(b'"to":1', b'"to":9'))[0] == 401
+        tampered.close()
     finally:
         stop(job)
+
+
+def test_a_registry_entry_whose_pid_was_reused_is_no_job(runtime, tmp_path):
+    """An entry is a job only while its pid runs the process that wrote it (pid and start time):
+    one whose pid another process has now, or an older etrun's without a start time, is never
+    asked anything, so a listener on its port (another user's) gets no byte. A live entry whose
+    port something else took gets the hello only, and one line naming the job."""
+    listener = control_auth.Listener(control_auth.plain_http)
+    other = subprocess.Popen(["sleep", "60"])  # the process the pid belongs to now
+    try:
+        d = os.path.join(runtime["XDG_RUNTIME_DIR"], "etrun")
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        token = os.urandom(32).hex()
+        entry = {"job": "ghost", "pid": other.pid, "pid_start": control_auth.start_time(other.pid) + 5,
+                 "port": listener.port, "token": token, "started": "", "address": "127.0.0.1"}
+        for name, fields in [("ghost", entry), ("older", {k: v for k, v in entry.items() if k != "pid_start"})]:
+            with open(os.path.join(d, name + ".json"), "w") as f:
+                json.dump({**fields, "job": name}, f)
+            os.chmod(os.path.join(d, name + ".json"), 0o600)
+        for args in (["status"], ["status", "ghost"], ["status", "older"], ["list"], ["scale", "ghost", "--to", "1"]):
+            r = etrun(args, runtime)
+            if args == ["list"]:
+                assert r.stdout == "no running etrun jobs\n", r
+            else:
+                assert r.returncode == 1, r
+                assert r.stderr.startswith("etrun: error: no running etrun job of this user"), r.stderr
+        assert not os.path.exists(os.path.join(d, "ghost.json"))  # stale: removed
+        assert os.path.exists(os.path.join(d, "older.json"))  # maybe an older etrun's: left
+        time.sleep(0.2)
+        assert listener.bytes() == b""
+        # The pid and start time right: asked, but the listener does not prove it knows the token.
+        with open(os.path.join(d, "ghost.json"), "w") as f:
+            json.dump({**entry, "pid_start": control_auth.start_time(other.pid)}, f)
+        r = etrun(["status", "ghost"], runtime)
+        assert r.returncode == 1
+        assert r.stderr == (f"etrun: error: job 'ghost' did not prove it knows the job's token (it answered "
+                            f"200 without one): refusing to send it anything (is something else listening "
+                            f"at 127.0.0.1:{listener.port}?)\n")
+        assert wait_until(lambda: b"Etrun-Auth: v1 hello " in listener.bytes(), timeout=5)
+        assert token.encode() not in listener.bytes() and b"/status" not in listener.bytes()
+    finally:
+        other.kill()
+        other.wait()
+        listener.close()
 
 
 def test_scale_adds_and_removes_hosts_of_an_elastic_job_and_rolls_back_on_timeout(runtime, tmp_path):

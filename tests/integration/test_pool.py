@@ -43,10 +43,10 @@ def held(name):
 
 
 class Pool:
-    def __init__(self, tmp_path, env, slots=8, extra=()):
-        self.name = "p" + uuid.uuid4().hex[:8]
+    def __init__(self, tmp_path, env, slots=8, extra=(), name=None):
+        self.name = name or "p" + uuid.uuid4().hex[:8]
         self.events = str(tmp_path / f"{self.name}.jsonl")
-        self.log = open(tmp_path / f"{self.name}.log", "wb")
+        self.log = open(tmp_path / f"{self.name}.log", "ab")
         self.env = env
         self.proc = subprocess.Popen(
             [ETRUN, "pool", "start", self.name, "-H", f"localhost:{slots}", *(extra or ["--gpus", "none"]),
@@ -254,6 +254,7 @@ def test_jobs_train_on_without_the_pool_and_join_again(tmp_path, marker, marker_
     job = Job(tmp_path, pool, "steady", marker_env, max_np=4)
     try:
         assert wait_until(lambda: held(pool.name) == {"steady": 4} and job.trains_at(4), timeout=60)
+        old_token = run_etrun(["pool", "token", pool.name]).stdout
         # Its hosts are the pool's: `etrun scale` may cap it, not add hosts.
         r = run_etrun(["scale", "steady", "--add", "localhost:8", "--timeout", "5s"], env=marker_env)
         assert r.returncode != 0 and b"pool" in r.stderr and b"etrun pool priority" in r.stderr, r.stderr
@@ -269,6 +270,8 @@ def test_jobs_train_on_without_the_pool_and_join_again(tmp_path, marker, marker_
             env={**os.environ, **marker_env})
         try:
             assert wait_until(lambda: held(pool.name) == {"steady": 4}, timeout=15)
+            # With the new pool's token, which it read in the registry: tokens are new at every start.
+            assert run_etrun(["pool", "token", pool.name]).stdout not in (old_token, b"")
             status = pool_status(pool.name)
             assert status["jobs"][0]["slots"]["localhost"] == [{"slot": s} for s in range(4)]
             total = job.finish()
@@ -406,7 +409,9 @@ def test_restart_mode_jobs_move_slots_by_restarting(tmp_path, marker, marker_env
 
 def test_a_pool_opened_with_listen_takes_jobs_that_hold_its_token(tmp_path, marker, marker_env):
     """--listen opens the pool beyond the registry: a job names it HOST:PORT and needs the token
-    (`etrun pool token`) in ETRUN_POOL_TOKEN; without it, or with a wrong one, one error line."""
+    (`etrun pool token`) in ETRUN_POOL_TOKEN; without it, with a wrong one, or with the token of
+    the pool before it was restarted (a token is new at every start), one error line that says
+    how to get the current one."""
     import socket
     with socket.socket() as s:
         s.bind(("127.0.0.2", 0))
@@ -419,15 +424,24 @@ def test_a_pool_opened_with_listen_takes_jobs_that_hold_its_token(tmp_path, mark
         where = f"127.0.0.2:{port}"
         r = run_etrun(["--pool", where, "-np", "1", "true"], env=marker_env)
         assert r.returncode == 1 and b"ETRUN_POOL_TOKEN" in r.stderr, r.stderr
+        wrong = (f"etrun: error: pool '{where}' did not prove it knows the pool's token (its proof is "
+                 f"of another token): refusing to send it anything (a pool's token is new at every "
+                 f"start: get the current one with `etrun pool token NAME` on the pool's machine; or "
+                 f"is something else listening at {where}?)\n").encode()
         r = run_etrun(["--pool", where, "-np", "1", "true"], env={**marker_env, "ETRUN_POOL_TOKEN": "0" * 64})
-        assert r.returncode == 1 and b"refused the job" in r.stderr and b"token" in r.stderr, r.stderr
-        assert len(r.stderr.decode().strip().splitlines()) == 1
+        assert r.returncode == 1 and r.stderr == wrong, r.stderr
         r = run_etrun(["--pool", where, "--job-name", "remote", "--elastic-mode", "restart", "-np", "2",
                        "--min-np", "2", "sh", "-c", "echo world=$WORLD_SIZE"],
                       env={**marker_env, "ETRUN_POOL_TOKEN": token}, timeout=30)
         assert r.returncode == 0, r.stderr
         assert r.stdout.decode().count("world=2") == 2
         assert "job 'remote' left (ended)" in pool.text()
+        # The pool restarted at the same address has a new token: the old one is refused alike.
+        pool.stop()
+        pool = Pool(tmp_path, marker_env, slots=2, extra=["--gpus", "none", "--listen", where], name=pool.name)
+        assert run_etrun(["pool", "token", pool.name]).stdout.decode().strip() != token
+        r = run_etrun(["--pool", where, "-np", "1", "true"], env={**marker_env, "ETRUN_POOL_TOKEN": token})
+        assert r.returncode == 1 and r.stderr == wrong, r.stderr
     finally:
         pool.stop()
 

@@ -158,8 +158,9 @@ def test_a_pool_in_an_sbatch_job_runs_its_own_nodes_rank_locally_and_others_thro
         cluster, tmp_path, marker_env):
     # The batch script runs on h1: the pool (open to other machines with --listen) and job
     # `inside`, whose h1 rank is a local process and h2's and h3's srun steps. Then job `outside`
-    # from the launching machine (--pool h1:PORT with the pool's token): h1 is no machine of its
-    # own, so all three of its ranks are srun steps of the pool's allocation.
+    # from the launching machine (--pool h1:PORT with the pool's token, and ETRUN_POOL_TRUST_START=1
+    # to take the pool's srun routes): h1 is no machine of its own, so all three of its ranks are
+    # srun steps of the pool's allocation.
     marker = next(iter(marker_env.values()))
     name = "sp" + uuid.uuid4().hex[:8]
     port = 7070  # in h1's own network namespace
@@ -186,8 +187,9 @@ def test_a_pool_in_an_sbatch_job_runs_its_own_nodes_rank_locally_and_others_thro
         assert wait_until(lambda: p["a.rc"].exists() and p["token"].exists(), timeout=90), \
             p["job.out"].read_text() if p["job.out"].exists() else "no output file"
         token = p["token"].read_text().strip()
+        # The pool is reached by address: its srun routes are taken because the user says so.
         b = cluster.run_launcher(job_argv(f"h1:{port}", "outside", 3, 3, 20),
-                                 env=dict(env, ETRUN_POOL_TOKEN=token), timeout=90)
+                                 env=dict(env, ETRUN_POOL_TOKEN=token, ETRUN_POOL_TRUST_START="1"), timeout=90)
         p["release"].touch()
         assert wait_until(lambda: "script done" in p["job.out"].read_text(), timeout=60), \
             p["job.out"].read_text()

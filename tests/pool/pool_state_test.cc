@@ -312,6 +312,7 @@ TEST_CASE("pool: a restarted pool keeps the old jobs' slots until they join agai
   std::string err;
   JoinRequest a = Request("a", 1, 4);
   a.pid = 100;
+  a.pid_start = 5000;
   FakeJob old{first.Join(a, t, &err), {}, {}};
   old.Sync(&first, t);
   REQUIRE(old.grant.total() == 4);
@@ -325,7 +326,15 @@ TEST_CASE("pool: a restarted pool keeps the old jobs' slots until they join agai
   fresh.Sync(&second, t);
   CHECK(fresh.grant.total() == 0);
   CHECK(second.Status(t)["jobs"][0]["state"] == "rejoining");
-  // The old job joins again (same pid): same id, same slots, and then the fair share applies.
+  // Another process given the old job's pid since is not the old job: a new one, with nothing.
+  JoinRequest impostor = a;
+  impostor.name = "c";
+  impostor.pid_start = 6000;
+  impostor.held = {};
+  CHECK(second.Join(impostor, t, &err) == "c");
+  CHECK(second.Status(t)["jobs"][0]["state"] == "rejoining");
+  CHECK(second.Leave("c", "ended", t));
+  // The old job joins again (same pid and start): same id, same slots, then the fair share.
   JoinRequest again = a;
   again.held = {{"h", {3}}};  // its own idea is older than the book's: the book wins
   CHECK(second.Join(again, t, &err) == "a");
@@ -342,7 +351,9 @@ TEST_CASE("pool: a restarted pool keeps the old jobs' slots until they join agai
   PoolState third("p", 1, 0ms, [](const char*, nlohmann::json) {});
   third.SetHosts({{"h", 4, {}}}, t);
   third.Restore(second.Holdings(), t);
-  CHECK(third.LocalJobs().size() == 1);   // "a": its pid is watched
+  REQUIRE(third.LocalJobs().size() == 1);  // "a": its process is watched
+  CHECK(third.LocalJobs()[0].pid == 100);
+  CHECK(third.LocalJobs()[0].pid_start == 5000);
   CHECK(third.RemoteJobs().size() == 1);  // "b" (no pid): a lease
 }
 

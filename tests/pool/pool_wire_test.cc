@@ -3,6 +3,7 @@
 // refused without an exception.
 #include "pool/pool_wire.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -132,10 +133,47 @@ TEST_CASE("pool wire: a join request goes both ways; the pool decides `local` it
     REQUIRE(wire::JoinRequestFromJson(Parse(R"({"name":"a","priority":1,"min_np":1,"max_np":1})"),
                                       &least, &machine));
     CHECK(least.pid == 0);
+    CHECK(least.pid_start == -1);
     CHECK(machine.empty());
     CHECK(least.held.empty());
     CHECK(least.releasing.empty());
   }
+  SUBCASE("the pid's start time goes with it when known") {
+    r.pid_start = 123456;
+    json with_start = wire::JoinRequestToJson(r, "box");
+    CHECK(with_start["pid_start"] == 123456);
+    REQUIRE(wire::JoinRequestFromJson(with_start, &back, &machine));
+    CHECK(back.pid_start == 123456);
+    with_start["pid_start"] = "123456";
+    CHECK_FALSE(wire::JoinRequestFromJson(with_start, &back, &machine));
+  }
+}
+
+TEST_CASE("pool wire: the body limit holds a join and a sync of a job on 4,096 hosts") {
+  // Given a job on 4,096 hosts with 64-byte names and 8 slots each, its sync (every local rank
+  // live), its join holding every slot, and its join with every slot still draining (the
+  // biggest a join gets: a slot is held or releasing, never both), each fits kMaxBodyBytes.
+  JoinRequest held, draining;
+  held.name = draining.name = std::string(200, 'j');
+  held.pid = draining.pid = 2147483647;
+  held.pid_start = draining.pid_start = 999999999999;
+  SyncRequest sync;
+  sync.seen = INT64_MAX;
+  for (int h = 0; h < 4096; ++h) {
+    std::string name = std::string(59, 'n') + std::to_string(10000 + h);  // 64 bytes
+    REQUIRE(name.size() == 64);
+    held.held[name] = {0, 1, 2, 3, 4, 5, 6, 7};
+    sync.live[name] = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (int k = 0; k < 8; ++k) draining.releasing.push_back({name, k, k, 0});
+  }
+  size_t sync_size = wire::SyncRequestToJson(sync).dump().size();
+  size_t held_size = wire::JoinRequestToJson(held, std::string(64, 'm')).dump().size();
+  size_t draining_size = wire::JoinRequestToJson(draining, std::string(64, 'm')).dump().size();
+  MESSAGE("sync ", sync_size, ", join holding ", held_size, ", join draining ", draining_size);
+  CHECK(sync_size < wire::kMaxBodyBytes);
+  CHECK(held_size < wire::kMaxBodyBytes);
+  CHECK(draining_size < wire::kMaxBodyBytes);
+  CHECK(draining_size > wire::kMaxBodyBytes / 2);  // the limit is not much more than needed
 }
 
 TEST_CASE("pool wire: malformed join requests are refused without an exception") {
@@ -344,25 +382,25 @@ TEST_CASE("pool wire: the book goes to disk and back, and a new pool restores fr
   a.min_np = 1;
   a.max_np = 2;
   a.pid = 100;
+  a.pid_start = 777;
   a.held = {{"h", {0, 1}}};
   a.releasing = {{"h", 2, 3}};
   std::string err;
   REQUIRE(first.Join(a, t, &err) == "a");
   Book book = first.Holdings();
-  book.token = "secret";
   json j = wire::BookToJson(book);
   CHECK(j.dump() ==
         R"({"jobs":[{"arrival":0,"held":{"h":[0,1]},"id":"a","local":true,"max_np":2,"min_np":1,)"
-        R"("pid":100,"priority":5000,"releasing":[["h",2,3,0]],"version":0}],"pool":"p",)"
-        R"("token":"secret"})");
+        R"("pid":100,"pid_start":777,"priority":5000,"releasing":[["h",2,3,0]],"version":0}],)"
+        R"("pool":"p"})");
   Book back;
   REQUIRE(wire::BookFromJson(json::parse(j.dump()), &back));
   CHECK(back.pool == "p");
-  CHECK(back.token == "secret");
   REQUIRE(back.jobs.size() == 1);
   const BookJob& job = back.jobs[0];
   CHECK(job.id == "a");
   CHECK(job.pid == 100);
+  CHECK(job.pid_start == 777);
   CHECK(job.local);
   CHECK(job.held == HostLists{{"h", {0, 1}}});
   CheckSameReleasing(job.releasing, {{"h", 2, 3, 0}});
@@ -370,7 +408,9 @@ TEST_CASE("pool wire: the book goes to disk and back, and a new pool restores fr
   second.SetHosts({{"h", 4, {}}}, t);
   second.Restore(back, t);
   CHECK(wire::BookToJson(second.Holdings()).dump() == wire::BookToJson(first.Holdings()).dump());
-  CHECK(wire::BookToJson(Book{"p", {}, ""}).dump() == R"({"jobs":[],"pool":"p"})");  // no token
+  CHECK(wire::BookToJson(Book{"p", {}}).dump() == R"({"jobs":[],"pool":"p"})");
+  // An older etrun's book kept the pool's token: it is not read (a token is new at every start).
+  CHECK(wire::BookFromJson(Parse(R"({"pool":"p","jobs":[],"token":"secret"})"), &back));
 }
 
 TEST_CASE("pool wire: a damaged book entry is left out, the others kept") {
@@ -410,6 +450,5 @@ TEST_CASE("pool wire: a damaged book entry is left out, the others kept") {
   Book book;
   CHECK(wire::BookFromJson(Parse(R"({"pool":1,"jobs":{},"token":2})"), &book));
   CHECK(book.jobs.empty());
-  CHECK(book.token.empty());
   CHECK_FALSE(wire::BookFromJson(Parse(R"([])"), &book));
 }
