@@ -98,6 +98,7 @@ bool CheckLaunchValues(const FlagTable& t, const JobConfig& c, std::string* err)
       !CheckAtLeast(t, "--discovery-interval", c.discovery_interval_s, 0.1, err) ||
       !CheckAtLeast(t, "--ssh-connect-timeout", std::optional<int>(c.ssh_connect_timeout_s), 1, err) ||
       !CheckAtLeast(t, "--lost-host-timeout", std::optional<double>(c.host_timeout_s), 2.0, err) ||
+      !CheckAtLeast(t, "--unresponsive-host-timeout", c.unresponsive_host_timeout_s, c.host_timeout_s, err) ||
       !CheckAtLeast(t, "--discovery-timeout", c.discovery_timeout_s, 0.1, err) ||
       !CheckAtLeast(t, "--recovery-grace", c.recovery_grace_s, 0.0, err) ||
       !CheckAtLeast(t, "--gpus-per-rank", c.gpus_per_rank, 1, err) ||

@@ -187,9 +187,15 @@ void FlagTable::AddSsh(JobConfig* c) {
       ->type_name("SECONDS");
   Value<double>(
       "--lost-host-timeout", [c](const double& v) { c->host_timeout_s = v; },
-      "Seconds a host's agent may stay silent once it runs (link cut, machine frozen; its "
-      "heartbeat comes every second) before the host is declared lost: its ranks fail, elastic "
-      "jobs go on without it (default: 3).")
+      "Seconds a host's agent may stay silent once it runs (its heartbeat comes every second) "
+      "before the host is declared lost when its link is dead (a cut, a crash: its kernel no "
+      "longer answers): its ranks fail, elastic jobs go on without it (default: 3).")
+      ->type_name("SECONDS");
+  Value<double>(
+      "--unresponsive-host-timeout", [c](const double& v) { c->unresponsive_host_timeout_s = v; },
+      "Seconds a host that is still reachable but whose agent is silent (busy, short of memory, "
+      "stopped) is waited for before it is declared lost (default: 20; at least "
+      "--lost-host-timeout).")
       ->type_name("SECONDS");
   Text("--remote-shell", &c->start.command,
        "Starts remote ranks by running this command instead of SSH, {host} replaced by the "

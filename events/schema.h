@@ -13,6 +13,8 @@ inline constexpr char kDiscovery[] = "discovery";
 inline constexpr char kDiscoveryFailed[] = "discovery_failed";
 inline constexpr char kHostBlacklisted[] = "host_blacklisted";
 inline constexpr char kHostResurrected[] = "host_resurrected";
+// A host whose agent is silent but that is still reachable: given --unresponsive-host-timeout.
+inline constexpr char kHostLate[] = "host_late";
 inline constexpr char kRound[] = "round";
 inline constexpr char kRankStarted[] = "rank_started";
 inline constexpr char kRankExited[] = "rank_exited";
@@ -63,6 +65,8 @@ inline constexpr char kCause[] = "cause";
 inline constexpr char kHost[] = "host";
 inline constexpr char kReason[] = "reason";        // also discovery_failed, reset, rank_exited
 inline constexpr char kCooldownS[] = "cooldown_s";
+inline constexpr char kSilentS[] = "silent_s";      // host_late: seconds without a word
+inline constexpr char kBoundS[] = "bound_s";        // host_late: --unresponsive-host-timeout
 // round
 inline constexpr char kRound[] = "round";          // also rank_started
 inline constexpr char kWorldSize[] = "world_size";

@@ -6,6 +6,7 @@
 #ifndef ETRUN_LAUNCHER_JOB_CONFIG_H_
 #define ETRUN_LAUNCHER_JOB_CONFIG_H_
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -33,6 +34,7 @@ inline constexpr double kDefaultPoolSyncIntervalS = 0.1;    // --discovery-inter
 inline constexpr double kDefaultDiscoveryIntervalS = 1.0;  // --discovery-interval
 inline constexpr double kDefaultDiscoveryTimeoutS = 30.0;  // --discovery-timeout
 inline constexpr double kDefaultRecoveryGraceS = 2.0;      // --recovery-grace
+inline constexpr double kDefaultUnresponsiveHostTimeoutS = 20.0;  // --unresponsive-host-timeout
 
 // Static-mode controller (spec §1.5). kDefault behaves as Gloo: a standalone launcher cannot ask
 // whether Horovod was built with MPI.
@@ -101,6 +103,7 @@ struct JobConfig {
   std::string ssh_identity_file;               // -i / --ssh-identity-file
   int ssh_connect_timeout_s = 10;              // --ssh-connect-timeout (etrun)
   double host_timeout_s = 3;                   // --lost-host-timeout (etrun)
+  std::optional<double> unresponsive_host_timeout_s;  // --unresponsive-host-timeout (etrun)
   bool ssh_strict_host_keys = false;           // --ssh-strict-host-keys (etrun)
   std::vector<std::string> ignore_clusters;    // --ignore-slurm (etrun): kinds left alone ("slurm")
   std::map<std::string, std::string> add_cluster_jobs;  // --add-slurm-jobs NAME (etrun), by kind:
@@ -140,6 +143,10 @@ struct JobConfig {
     return Millis(discovery_timeout_s.value_or(kDefaultDiscoveryTimeoutS));
   }
   std::chrono::milliseconds grace_period() const { return Millis(grace_period_s); }
+  // --unresponsive-host-timeout, else 20 s or --lost-host-timeout when that is longer.
+  double unresponsive_host_timeout() const {
+    return unresponsive_host_timeout_s.value_or(std::max(kDefaultUnresponsiveHostTimeoutS, host_timeout_s));
+  }
   std::chrono::milliseconds recovery_grace() const {
     return Millis(recovery_grace_s.value_or(kDefaultRecoveryGraceS));
   }

@@ -14,6 +14,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "discovery/start_route.h"
+#include "events/event_log.h"
 #include "events/exit_status.h"
 #include "launcher/process/rank_host.h"
 #include "launcher/process/spawner.h"
@@ -48,9 +49,10 @@ struct RemoteRank {
 class RemoteStarter {
  public:
   virtual ~RemoteStarter() = default;
-  // The runtime's loop and rank set, before the first remote rank starts; Detach() closes every
-  // host's connection (the agents stop what still runs there and exit) and forgets them.
-  virtual void Attach(boost::asio::io_context* io, RankHostEvents* events) = 0;
+  // The runtime's loop, rank set and events file, before the first remote rank starts; Detach()
+  // closes every host's connection (the agents stop what still runs there and exit) and forgets
+  // them.
+  virtual void Attach(boost::asio::io_context* io, RankHostEvents* events, events::EventLog* log) = 0;
   virtual void Detach() = 0;
   // Sets spec->remote_host to `rank`'s host agent (its connection started on first use) and
   // spec->remote_command to what the agent runs. Returns false and sets *err when it cannot

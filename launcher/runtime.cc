@@ -133,7 +133,7 @@ JobResult Runtime::RunJob() {
   ranks_ = std::make_unique<RankSet>(&io_, services_.spawner, sink_.get(), &guardian_,
                                      config_.grace_period());
   ranks_->set_on_finished([this] { DeliverFinished(); });
-  if (services_.remote != nullptr) services_.remote->Attach(&io_, ranks_.get());
+  if (services_.remote != nullptr) services_.remote->Attach(&io_, ranks_.get(), &events_);
   access_.emplace(BaseAccessList(config_, hosts_.interfaces()));
   launcher_ = std::make_unique<RankLauncher>(config_, environ_, ranks_.get(), sink_.get(), console_,
                                              services_.remote, &hosts_, &*access_, &events_);

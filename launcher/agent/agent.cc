@@ -4,16 +4,20 @@
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -118,10 +122,20 @@ class Agent {
     AppendFlushedFrame(&hello, kFacts, 0, Facts());
     sink_->Append(out_, hello);
     last_heard_ = std::chrono::steady_clock::now();
+    // The heartbeat comes from a thread of its own, straight to the sink's writer: nothing the
+    // loop does (rank starts, a fork and an exec each under load; output; the host's facts) can
+    // hold it up, so a busy agent is never taken for a gone one (agent_link.h).
+    heartbeat_ = std::thread([this] { Heartbeat(); });
     signals_.async_wait([this](const boost::system::error_code& ec, int sig) { OnSignal(ec, sig); });
     Read();
     Tick();
     io_.run();
+    {
+      std::lock_guard<std::mutex> lock(heartbeat_mutex_);
+      heartbeat_stop_ = true;
+    }
+    heartbeat_wake_.notify_one();
+    heartbeat_.join();
     ranks_.reset();
     sink_.reset();
     guardian_.Dismiss();
@@ -322,13 +336,25 @@ class Agent {
     if (!done_) signals_.async_wait([this](const boost::system::error_code& e, int s) { OnSignal(e, s); });
   }
 
+  void Heartbeat() {
+    std::string frame;
+    AppendFlushedFrame(&frame, kAlive, 0, "");
+    std::unique_lock<std::mutex> lock(heartbeat_mutex_);
+    while (!heartbeat_wake_.wait_for(lock, std::chrono::seconds(1), [this] { return heartbeat_stop_; })) {
+      sink_->Append(out_, frame);
+    }
+  }
+
   void Tick() {
     timer_.expires_after(std::chrono::seconds(1));
     timer_.async_wait([this](const boost::system::error_code& ec) {
       if (ec || done_) return;
-      std::string frame;
-      AppendFlushedFrame(&frame, kAlive, 0, "");
-      sink_->Append(out_, frame);
+      // Unread pings are the launcher's word too: this agent, not the launcher, was late (it
+      // was stopped, or starved, and its loop came back to this timer first).
+      int unread = 0;
+      if (input_ && ioctl(input_->native_handle(), FIONREAD, &unread) == 0 && unread > 0) {
+        last_heard_ = std::chrono::steady_clock::now();
+      }
       auto silent = std::chrono::steady_clock::now() - last_heard_;
       if (!stopping_ && silent > std::chrono::duration<double>(options_.launcher_timeout_s)) {
         Stop("nothing from the launcher for " + std::to_string(options_.launcher_timeout_s) + " s");
@@ -383,6 +409,10 @@ class Agent {
   std::map<uint32_t, int> ids_;           // launcher id -> RankSet id
   std::map<int, uint32_t> launcher_ids_;  // and back
   std::chrono::steady_clock::time_point last_heard_;
+  std::thread heartbeat_;
+  std::mutex heartbeat_mutex_;
+  std::condition_variable heartbeat_wake_;
+  bool heartbeat_stop_ = false;  // guarded by heartbeat_mutex_
   bool stopping_ = false;
   bool done_ = false;
 };

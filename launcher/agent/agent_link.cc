@@ -37,7 +37,12 @@ const std::string& AgentImage::sha256() {
 }
 
 AgentLink::AgentLink(asio::io_context* io, RankHostEvents* events, Options options)
-    : io_(io), events_(events), options_(std::move(options)), timer_(*io), reap_timer_(*io) {}
+    : io_(io),
+      events_(events),
+      options_(std::move(options)),
+      timer_(*io),
+      reap_timer_(*io),
+      judge_(options_.lost_after_s, options_.unresponsive_after_s) {}
 
 AgentLink::~AgentLink() {
   alive_.reset();
@@ -60,6 +65,7 @@ void AgentLink::Begin(AgentTransport transport) {
   from_.emplace(*io_, transport.from_agent);
   if (transport.agent_stderr >= 0) err_.emplace(*io_, transport.agent_stderr);
   pid_ = transport.pid;
+  transport_peer_ = std::move(transport.peer_acking);
   state_ = State::kStarting;
   began_ = std::chrono::steady_clock::now();
   last_tick_ = began_;
@@ -231,6 +237,8 @@ void AgentLink::OnFrame(Frame& f) {
       facts_ = f.data;
       return;
     case kAlive:
+      judge_.Beat(std::chrono::steady_clock::now());
+      return;
     case kNewline:
       return;
     case kTerm:
@@ -331,21 +339,48 @@ void AgentLink::Tick() {
       return Lose(fmt::format("etrun's agent did not start within {:g} s", options_.start_timeout_s));
     }
     if (state_ == State::kUp) {
-      if (!late && now - last_heard_ > std::chrono::duration<double>(options_.lost_after_s)) {
-        if (options_.via != Via::kSsh) {
-          return Lose(fmt::format("etrun: error: no answer from {} for {:g} s (--lost-host-timeout): the "
-                                  "host's ranks are lost", options_.host, options_.lost_after_s),
-                      /*whole_line=*/true);
-        }
-        return Lose(fmt::format("connection lost: no answer for {:g} s (--lost-host-timeout)",
-                                options_.lost_after_s));
-      }
+      // Unread while the console is congested: what the agent says waits for us, not it for us.
+      if (paused_) last_heard_ = now;
+      if (!late && Judge(now)) return;
       std::string frame;
       AppendFrame(&frame, kPing, 0, "");
       Send(std::move(frame));
     }
     if (state_ == State::kStarting || state_ == State::kUp) Tick();
   });
+}
+
+bool AgentLink::Judge(std::chrono::steady_clock::time_point now) {
+  double silent = std::chrono::duration<double>(now - last_heard_).count();
+  std::optional<bool> acking;
+  if (transport_peer_ && silent > options_.lost_after_s) {
+    acking = transport_peer_(std::chrono::milliseconds(static_cast<int64_t>(options_.lost_after_s * 1000)));
+  }
+  switch (judge_.Judge(silent, acking)) {
+    case SilenceJudge::Verdict::kFine:
+      said_late_ = false;
+      return false;
+    case SilenceJudge::Verdict::kLate:
+      if (!said_late_ && options_.on_late) options_.on_late(options_.host, silent, options_.unresponsive_after_s);
+      said_late_ = true;
+      return false;
+    case SilenceJudge::Verdict::kLost:
+      break;
+  }
+  if (silent > options_.unresponsive_after_s) {
+    // Alive by every sign but its agent's: busy for longer than a busy host may be, or frozen.
+    Lose(fmt::format("etrun: error: no answer from {}'s agent for {:.0f} s, though the host is still "
+                     "reachable (--unresponsive-host-timeout {:g}): the host's ranks are lost",
+                     options_.host, silent, options_.unresponsive_after_s),
+         /*whole_line=*/true);
+  } else if (options_.via != Via::kSsh) {
+    Lose(fmt::format("etrun: error: no answer from {} for {:g} s (--lost-host-timeout): the "
+                     "host's ranks are lost", options_.host, options_.lost_after_s),
+         /*whole_line=*/true);
+  } else {
+    Lose(fmt::format("connection lost: no answer for {:g} s (--lost-host-timeout)", options_.lost_after_s));
+  }
+  return true;
 }
 
 void AgentLink::Lose(const std::string& why, bool whole_line) {

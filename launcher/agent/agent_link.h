@@ -5,10 +5,14 @@
 // agent runs, the stream is the login's text: the link skips it to the agent's marker line, and
 // when the bootstrap says the host has no usable agent it sends the launcher's own binary
 // (agent_bootstrap.h) over the same stream.
-// Liveness: once the agent is up, a link that hears nothing from it for --lost-host-timeout takes
-// the host for lost (the clock starts when the agent is up, not while a login runs the user's rc
-// files); it pings the agent every second so that an agent that loses its launcher stops its
-// ranks. A lost link, or one whose stream closes, ends every rank it still runs with exit code
+// Liveness: once the agent is up (the clock starts then, not while a login runs the user's rc
+// files), a host whose agent says nothing is judged by a SilenceJudge (silence.h): lost after
+// --lost-host-timeout when its link is dead (the transport's kernel stopped acknowledging, or,
+// on a pipe, the heartbeats' rhythm says so), given up to --unresponsive-host-timeout when it is
+// only busy (one line and an event say it is late). The link pings the agent every second, so an
+// agent that loses its launcher stops its ranks, and a TCP transport always has data in flight
+// for its kernel to acknowledge. Silence while the launcher is not reading (its console is
+// congested) or its own loop came late is not the host's. A lost link, or one whose stream closes, ends every rank it still runs with exit code
 // 255 (kHostLost), and its first rank's stderr says why, in one line for the host. Loop thread
 // only.
 #ifndef ETRUN_LAUNCHER_AGENT_AGENT_LINK_H_
@@ -18,6 +22,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,6 +33,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "launcher/agent/silence.h"
 #include "launcher/agent/wire.h"
 #include "launcher/remote_starter.h"
 
@@ -42,6 +48,9 @@ struct AgentTransport {
   int from_agent = -1;    // its stdout (read end)
   int agent_stderr = -1;  // its stderr and the login's (read end); -1: none
   pid_t pid = -1;         // a local process that carries them (a remote shell), reaped by the link
+  // The kernel's word on a TCP transport's far end (SshHost::PeerAcking): whether it acknowledged
+  // what was sent within the window; null for a pipe, where there is no kernel to ask.
+  std::function<std::optional<bool>(std::chrono::milliseconds window)> peer_acking{};
 };
 
 // The agent the launcher brings to hosts that have none usable (etrun-agent): its bytes as the
@@ -73,6 +82,9 @@ class AgentLink : public RankHost {
     std::string step;            // kClusterStep: the step's program ("srun"), for messages
     std::string label;           // how the host is reached, for messages: "ssh h1:22"
     double lost_after_s = 3;     // --lost-host-timeout, from the agent's start
+    double unresponsive_after_s = 20;  // --unresponsive-host-timeout: a busy host's bound
+    // Called once per silence when the host is late but not lost (the launcher says so).
+    std::function<void(const std::string& host, double silent_s, double bound_s)> on_late;
     double start_timeout_s = 60; // until the agent is up
     bool pass_term = false;      // a SIGTERM the agent got is raised here (Slurm signalled it)
     AgentImage* image = nullptr; // sent when the host has none; null: never
@@ -125,6 +137,8 @@ class AgentLink : public RankHost {
   void SendImage();
   void Flush();
   void Tick();
+  // Judges the agent's silence at `now` (SilenceJudge); true when the host was declared lost.
+  bool Judge(std::chrono::steady_clock::time_point now);
   // Ends the link and every rank it runs, the first with a line on its stderr: "etrun: error:
   // <label>: <why>", or `why` itself when it is a `whole_line`.
   void Lose(const std::string& why, bool whole_line = false);
@@ -140,6 +154,7 @@ class AgentLink : public RankHost {
   std::optional<boost::asio::posix::stream_descriptor> from_;
   std::optional<boost::asio::posix::stream_descriptor> err_;
   pid_t pid_ = -1;
+  std::function<std::optional<bool>(std::chrono::milliseconds)> transport_peer_;
   std::optional<int> shell_status_;  // the remote shell's wait status, once reaped
   boost::asio::steady_timer timer_;
   boost::asio::steady_timer reap_timer_;
@@ -147,6 +162,8 @@ class AgentLink : public RankHost {
   std::chrono::steady_clock::time_point last_heard_;
   std::chrono::steady_clock::time_point last_tick_;
   bool passed_ = false;       // the last tick came late and judged nothing
+  SilenceJudge judge_;
+  bool said_late_ = false;    // this silence was said late
   char buffer_[64 << 10];
   char err_buffer_[4096];
   std::string preamble_;      // the login's text before the marker

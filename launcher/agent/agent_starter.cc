@@ -6,8 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+
+#include <spdlog/spdlog.h>
 
 #include "discovery/cluster_kind.h"
+#include "events/schema.h"
 #include "launcher/agent/agent.h"
 #include "launcher/agent/agent_bootstrap.h"
 #include "launcher/agent/wire.h"
@@ -73,9 +77,10 @@ AgentStarter::AgentStarter(const JobConfig& config, std::vector<std::string> env
 
 AgentStarter::~AgentStarter() { Detach(); }
 
-void AgentStarter::Attach(boost::asio::io_context* io, RankHostEvents* events) {
+void AgentStarter::Attach(boost::asio::io_context* io, RankHostEvents* events, events::EventLog* log) {
   io_ = io;
   events_ = events;
+  log_ = log;
 }
 
 void AgentStarter::Detach() {
@@ -111,6 +116,18 @@ AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
   AgentLink::Options options;
   options.host = rank.host;
   options.lost_after_s = config_.host_timeout_s;
+  options.unresponsive_after_s = config_.unresponsive_host_timeout();
+  events::EventLog* log = log_;
+  options.on_late = [log](const std::string& name, double silent_s, double bound_s) {
+    spdlog::warn("host {} is late: its agent has said nothing for {:.0f} s, but the host is still "
+                 "reachable; waiting up to {:g} s (--unresponsive-host-timeout) before it is lost",
+                 name, silent_s, bound_s);
+    if (log != nullptr) {
+      log->Emit(events::kHostLate, {{events::field::kHost, name},
+                                    {events::field::kSilentS, std::round(silent_s * 10) / 10},
+                                    {events::field::kBoundS, bound_s}});
+    }
+  };
   options.image = image_;
   // A cluster signalling the job's own steps (Slurm: scancel --signal=TERM, preemption) drains
   // the whole job, as when it signals the batch shell; a node of an allocation it grew onto
@@ -149,6 +166,8 @@ AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
     return &host;
   }
   transport.from_agent = streams.data;
+  SshHost* ssh = host.ssh.get();
+  transport.peer_acking = [ssh](std::chrono::milliseconds window) { return ssh->PeerAcking(window); };
   transport.to_agent = dup(streams.data);
   fcntl(transport.to_agent, F_SETFD, FD_CLOEXEC);
   transport.agent_stderr = streams.errors;

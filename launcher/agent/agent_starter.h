@@ -33,7 +33,7 @@ class AgentStarter : public RemoteStarter {
   AgentStarter(const JobConfig& config, std::vector<std::string> environment, AgentImage* image);
   ~AgentStarter() override;
 
-  void Attach(boost::asio::io_context* io, RankHostEvents* events) override;
+  void Attach(boost::asio::io_context* io, RankHostEvents* events, events::EventLog* log) override;
   void Detach() override;
   bool Plan(const RemoteRank& rank, LaunchSpec* spec, std::string* err) override;
   bool Unreachable(const std::string& host, const ExitStatus& status) const override;
@@ -54,6 +54,7 @@ class AgentStarter : public RemoteStarter {
   std::vector<std::string> environment_;
   boost::asio::io_context* io_ = nullptr;
   RankHostEvents* events_ = nullptr;
+  events::EventLog* log_ = nullptr;
   AgentImage* image_;
   std::map<std::string, Host> hosts_;
   // Links that were lost and replaced by a new connection to the same host: kept until Detach

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -50,6 +52,7 @@ struct SshHost::Bridge {
   int errors = -1;  // the stderr pipe's write end
   int wake = -1;
   std::shared_ptr<std::atomic<bool>> failed;
+  std::shared_ptr<Socket> socket;  // c.sock, for PeerAcking, while it is open
   SshConnection c;
   LIBSSH2_CHANNEL* channel = nullptr;
   std::string to_channel;   // read from `data`, not yet written to the channel
@@ -88,6 +91,8 @@ struct SshHost::Bridge {
       return false;
     }
     spdlog::debug("{}: agent channel open", Label());
+    std::lock_guard<std::mutex> lock(socket->mutex);
+    socket->fd = c.sock;
     return true;
   }
 
@@ -172,6 +177,10 @@ struct SshHost::Bridge {
         AwaitSsh(&c, [&] { return libssh2_channel_free(channel); }, 200);
         channel = nullptr;
       }
+      {
+        std::lock_guard<std::mutex> lock(socket->mutex);
+        socket->fd = -1;
+      }
       CloseSshConnection(&c);
     }
     // The launcher reads EOF on both.
@@ -203,10 +212,23 @@ std::unique_ptr<SshHost> SshHost::Start(const SshTarget& target, const std::stri
   bridge->errors = errors[1];
   bridge->wake = host->wake_fd_[0];
   bridge->failed = host->failed_;
+  bridge->socket = host->socket_;
   host->thread_ = std::thread([bridge] { bridge->Run(); });
   streams->data = pair[0];
   streams->errors = errors[0];
   return host;
+}
+
+std::optional<bool> SshHost::PeerAcking(std::chrono::milliseconds window) const {
+  std::lock_guard<std::mutex> lock(socket_->mutex);
+  if (socket_->fd < 0) return std::nullopt;
+  struct tcp_info info = {};
+  socklen_t len = sizeof(info);
+  if (getsockopt(socket_->fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return std::nullopt;
+  if (info.tcpi_state != TCP_ESTABLISHED) return false;
+  // Nothing waits for an acknowledgement: all that was sent (a ping a second) was acknowledged.
+  if (info.tcpi_unacked == 0) return true;
+  return info.tcpi_last_ack_recv <= static_cast<uint32_t>(window.count());
 }
 
 SshHost::~SshHost() {

@@ -8,13 +8,18 @@
 // When the launcher closes its end, the channel gets EOF (the agent stops its ranks and exits)
 // and the connection is closed; when the channel ends, the launcher's end reads EOF. SSH
 // keepalives keep data in flight, and TCP_USER_TIMEOUT ends a connection whose peer stopped
-// acknowledging; whether the host is alive is the agent's heartbeat's to say (agent_link.h).
+// acknowledging; whether the host is alive is the agent's heartbeat's to say (agent_link.h), and
+// when it is silent, the kernel's word on the connection tells a busy host from a gone one
+// (PeerAcking).
 // Thread-safe: the owner's calls and the thread share only descriptors.
 #ifndef ETRUN_LAUNCHER_SSH_SSH_HOST_H_
 #define ETRUN_LAUNCHER_SSH_SSH_HOST_H_
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -51,10 +56,23 @@ class SshHost {
   // True once connecting failed or the connection was lost.
   bool failed() const { return failed_->load(); }
 
+  // The kernel's word on the connection's far end (TCP_INFO): true when it has acknowledged
+  // everything sent to it, or something within `window`; false when data sent to it has waited
+  // longer than that, or the connection is no longer established; nullopt before the connection
+  // is up and after it closed. Any thread.
+  std::optional<bool> PeerAcking(std::chrono::milliseconds window) const;
+
+  // The connection's socket, while it is open (-1 otherwise); guarded by its mutex.
+  struct Socket {
+    std::mutex mutex;
+    int fd = -1;
+  };
+
  private:
   SshHost() = default;
   struct Bridge;
   std::shared_ptr<std::atomic<bool>> failed_ = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<Socket> socket_ = std::make_shared<Socket>();
   int wake_fd_[2] = {-1, -1};  // a byte on [1] stops the thread
   std::thread thread_;
 };

@@ -93,9 +93,14 @@ struct FakeAgent {
 
 // A link to the test's fake agent, begun; its io_context is run by RunUntil.
 struct Linked {
-  explicit Linked(AgentLink::Options options) : link(&io, &events, std::move(options)) {
+  // `peer`: the transport's kernel's word on the far end (a TCP transport's); null: a pipe.
+  explicit Linked(AgentLink::Options options,
+                  std::function<std::optional<bool>(std::chrono::milliseconds)> peer = nullptr)
+      : link(&io, &events, std::move(options)) {
     events.host = &link;
-    link.Begin(agent.Transport());
+    AgentTransport transport = agent.Transport();
+    transport.peer_acking = std::move(peer);
+    link.Begin(transport);
   }
   // RankSet's part: a rank of the host's goes into its table, then to the link.
   void Start(int id, const std::string& command, const GpuShare& gpus) {
@@ -230,6 +235,58 @@ TEST_CASE("an agent that goes silent is lost after --lost-host-timeout, counted 
   // One line for the host: its other rank exits 255 without repeating it.
   CHECK(t.events.exits[8].code == kHostLost);
   CHECK(t.events.err.count(8) == 0);
+}
+
+}  // namespace
+}  // namespace etrun::launcher::agent
+
+namespace etrun::launcher::agent {
+namespace {
+
+TEST_CASE("a silent agent whose host still acknowledges is late, and lost only at --unresponsive-host-timeout") {
+  // Busy, not gone: SSH's kernel still acknowledges the pings. One call says it is late; the
+  // host is lost once the longer bound passes, in one line that says which bound.
+  AgentLink::Options options = Named("h3", "ssh h3:22");
+  options.lost_after_s = 0.5;
+  options.unresponsive_after_s = 2.5;
+  std::vector<std::string> late;
+  options.on_late = [&](const std::string& host, double silent, double bound) {
+    late.push_back(host + " " + std::to_string(bound));
+    CHECK(silent > 0.5);
+  };
+  int asked = 0;
+  Linked t(options, [&](std::chrono::milliseconds window) {
+    ++asked;
+    CHECK(window == std::chrono::milliseconds(500));
+    return std::optional<bool>(true);
+  });
+  t.Start(7, "a", {});
+  t.agent.Say(std::string(kHelloLine) + "x\n");
+  RunUntil(&t.io, [&] { return t.link.up(); });
+  RunUntil(&t.io, [&] { return !late.empty(); }, 5);
+  CHECK_FALSE(t.link.lost());
+  RunUntil(&t.io, [&] { return t.events.exits.count(7) != 0; }, 8);
+  CHECK(t.link.lost());
+  CHECK(late == std::vector<std::string>{"h3 2.500000"});
+  CHECK(asked >= 1);
+  CHECK(t.events.err[7].starts_with("etrun: error: no answer from h3's agent for "));
+  CHECK(t.events.err[7].ends_with(" s, though the host is still reachable (--unresponsive-host-timeout 2.5): "
+                                  "the host's ranks are lost\n"));
+}
+
+TEST_CASE("a silent agent whose host's kernel stopped acknowledging is lost at --lost-host-timeout") {
+  AgentLink::Options options = Named("h4", "ssh h4:22");
+  options.lost_after_s = 0.5;
+  options.unresponsive_after_s = 30;
+  bool late = false;
+  options.on_late = [&](const std::string&, double, double) { late = true; };
+  Linked t(options, [](std::chrono::milliseconds) { return std::optional<bool>(false); });
+  t.Start(7, "a", {});
+  t.agent.Say(std::string(kHelloLine) + "x\n");
+  RunUntil(&t.io, [&] { return t.events.exits.count(7) != 0; }, 5);
+  CHECK(t.link.lost());
+  CHECK_FALSE(late);
+  CHECK(t.events.err[7] == "etrun: error: ssh h4:22: connection lost: no answer for 0.5 s (--lost-host-timeout)\n");
 }
 
 }  // namespace
