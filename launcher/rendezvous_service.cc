@@ -1,5 +1,7 @@
 #include "launcher/rendezvous_service.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include <spdlog/spdlog.h>
@@ -27,6 +29,7 @@ bool RendezvousService::Start(rendezvous::HttpHandler* handler, const std::strin
                               const rendezvous::AccessList* access, std::string* err) {
   server_ = std::make_unique<rendezvous::HttpServer>(&service_.io(), handler);
   server_->set_access(access);
+  server_->set_local_user(geteuid());  // on this machine, only the job's user (etrun's own)
   if (!server_->Listen(address, 0, err)) return false;
   service_.Start(threads_);
   spdlog::debug("rendezvous server listening on {}:{} ({} threads)", address, server_->port(), threads_);

@@ -40,8 +40,9 @@ class RendezvousService {
   // For handlers that hold GETs: deadlines that run on the store's threads.
   rendezvous::Deadlines* deadlines() { return &deadlines_; }
 
-  // Listens on `address` (any free port), admits peers by `access` (which must outlive this),
-  // and starts the threads. Returns false and sets *err when the address cannot be bound.
+  // Listens on `address` (any free port), admits peers by `access` (which must outlive this) and,
+  // from this machine, only those whose socket is etrun's own user's; starts the threads.
+  // Returns false and sets *err when the address cannot be bound.
   bool Start(rendezvous::HttpHandler* handler, const std::string& address,
              const rendezvous::AccessList* access, std::string* err);
   int port() const { return server_ ? server_->port() : 0; }

@@ -20,6 +20,15 @@ bool ParseAddress(const std::string& text, uint32_t* out) {
 
 uint32_t Mask(int prefix) { return prefix == 0 ? 0 : ~uint32_t{0} << (32 - prefix); }
 
+std::set<uint32_t> ParseAddresses(const std::vector<std::string>& texts) {
+  std::set<uint32_t> out;
+  uint32_t a;
+  for (const std::string& text : texts) {
+    if (ParseAddress(text, &a)) out.insert(a);
+  }
+  return out;
+}
+
 }  // namespace
 
 bool Cidr::Contains(uint32_t address) const { return (address & Mask(prefix)) == network; }
@@ -48,12 +57,8 @@ bool ParseCidr(const std::string& text, Cidr* out, std::string* err) {
 }
 
 AccessList::AccessList(const std::vector<std::string>& local_addresses, std::vector<Cidr> allowed)
-    : allowed_(std::move(allowed)) {
-  uint32_t a;
-  if (ParseAddress("127.0.0.1", &a)) addresses_.insert(a);
-  for (const std::string& text : local_addresses) {
-    if (ParseAddress(text, &a)) addresses_.insert(a);
-  }
+    : addresses_(ParseAddresses(local_addresses)), local_(addresses_), allowed_(std::move(allowed)) {
+  addresses_.insert(0x7f000001);  // 127.0.0.1
 }
 
 void AccessList::Admit(const std::vector<uint32_t>& addresses) {
@@ -70,6 +75,10 @@ bool AccessList::Allows(uint32_t address) const {
     if (c.Contains(address)) return true;
   }
   return false;
+}
+
+bool AccessList::IsThisMachine(uint32_t address) const {
+  return (address >> 24) == 127 || local_.count(address) != 0;
 }
 
 }  // namespace etrun::rendezvous

@@ -68,7 +68,7 @@ void RendezvousHandler::Handle(HttpRequest request, std::function<void(HttpRespo
     return respond({400, ""});
   }
   // horovodrun keeps the raw registration in the store too (wiped at the next Init).
-  store_->Put(scope, key, std::move(request.body));
+  if (!store_->Put(scope, key, std::move(request.body))) return respond(StoreFullResponse(*store_));
   hooks_->RegisterWorker(std::move(registration), [respond](bool ok) {
     respond({ok ? 200 : 500, ""});
   });

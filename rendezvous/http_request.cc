@@ -33,12 +33,18 @@ int AcceptRequest(http::request<http::string_body>&& req, HttpRequest* out, bool
   return 0;
 }
 
+size_t BodyReservation(const http::request_parser<http::string_body>& parser, const HttpLimits& limits) {
+  if (parser.chunked()) return limits.max_body_bytes;
+  return static_cast<size_t>(parser.content_length().value_or(0));
+}
+
 int DecodeRequestBytes(std::string_view raw, const HttpLimits& limits, HttpRequest* out) {
   http::request_parser<http::string_body> parser;
   parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
   parser.body_limit(limits.max_body_bytes);
   parser.eager(true);
   size_t used = 0;
+  bool reserved = false;
   while (!parser.is_done()) {
     beast::error_code ec;
     size_t n = parser.put(asio::buffer(raw.data() + used, raw.size() - used), ec);
@@ -48,6 +54,10 @@ int DecodeRequestBytes(std::string_view raw, const HttpLimits& limits, HttpReque
     if (ec) {
       int status = StatusForReadError(ec);
       return status == 0 ? -1 : status;
+    }
+    if (parser.is_header_done() && !reserved) {  // as the server reserves the body (HttpServer)
+      reserved = true;
+      if (BodyReservation(parser, limits) > limits.max_body_bytes_in_flight) return 503;
     }
   }
   bool keep_alive = false;

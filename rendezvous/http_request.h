@@ -8,6 +8,7 @@
 
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
 #include "rendezvous/http_server.h"
@@ -23,8 +24,15 @@ int StatusForReadError(const boost::system::error_code& ec);
 int AcceptRequest(boost::beast::http::request<boost::beast::http::string_body>&& req,
                   HttpRequest* out, bool* keep_alive);
 
-// Parses one request from complete bytes, as the server would with these limits. Returns 0 on
-// success, -1 when the bytes end before the request does, else the status to answer with.
+// The body bytes a request whose header is parsed will bring, to reserve before reading them
+// (HttpLimits::max_body_bytes_in_flight): its Content-Length, max_body_bytes when chunked, 0
+// without a body.
+size_t BodyReservation(const boost::beast::http::request_parser<boost::beast::http::string_body>& parser,
+                       const HttpLimits& limits);
+
+// Parses one request from complete bytes, as the server would with these limits and nothing else
+// in flight. Returns 0 on success, -1 when the bytes end before the request does, else the status
+// to answer with (503 for a body larger than max_body_bytes_in_flight).
 int DecodeRequestBytes(std::string_view raw, const HttpLimits& limits, HttpRequest* out);
 
 }  // namespace etrun::rendezvous

@@ -2,7 +2,11 @@
 
 #include "rendezvous/http_request.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <optional>
 
 #include <boost/asio/ip/address_v4.hpp>
@@ -34,17 +38,52 @@ std::string ResponseHeader(int status, bool keep_alive, size_t length) {
   return header;
 }
 
+// Each set of things the accept loop logs once holds at most this many: an address seen
+// refused is not remembered past it (nor logged again), so no peer can grow it without end.
+constexpr size_t kMaxLogged = 1024;
+
+bool FirstTime(std::set<uint32_t>* seen, uint32_t key) {
+  return seen->size() < kMaxLogged && seen->insert(key).second;
+}
+
+// Answers written at accept, the request unread, and the connection closed.
+std::string Refusal(int status, const std::string& body) {
+  return ResponseHeader(status, false, body.size()) + body;
+}
+const std::string kNotAJobHost = Refusal(403, "not one of the job's hosts\n");
+const std::string kNotTheJobsUser = Refusal(403, "only the job's user may use this rendezvous store\n");
+const std::string kPeerFull = Refusal(503, "too many connections from this address\n");
+const std::string kTotalFull = Refusal(503, "too many connections\n");
+
+// Limits as Listen applies them: the total under half the open-file limit.
+HttpLimits Applied(HttpLimits limits) {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+    limits.max_connections = std::min<size_t>(limits.max_connections, std::max<size_t>(files.rlim_cur / 2, 1));
+  }
+  return limits;
+}
+
 }  // namespace
 
 class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
+  // Counted in `caps` (admitted from `address`) until destroyed.
   Connection(tcp::socket socket, HttpHandler* handler, const HttpLimits& limits,
-             std::weak_ptr<bool> server_alive, std::shared_ptr<Held> held)
+             std::weak_ptr<bool> server_alive, std::shared_ptr<Held> held,
+             std::shared_ptr<ServerCaps> caps, uint32_t address)
       : stream_(std::move(socket)),
         handler_(handler),
         limits_(limits),
         server_alive_(server_alive),
-        held_(std::move(held)) {}
+        held_(std::move(held)),
+        caps_(std::move(caps)),
+        address_(address) {}
+
+  ~Connection() {
+    ReleaseBody();
+    caps_->Release(address_);
+  }
 
   // The server is going away with no thread left to answer: drop the self-reference, so the
   // connection is freed (its socket closed) once nothing else holds it.
@@ -54,13 +93,53 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
     parser_->body_limit(limits_.max_body_bytes);
+    // One deadline for the whole request, header and body: a slow sender is cut off with it.
     stream_.expires_after(limits_.read_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
   }
 
  private:
+  // The answer to one request handed to the handler, shared by every copy of its `respond`: the
+  // first call is sent; when the last copy goes uncalled, the client gets a 500 instead of
+  // waiting forever (a handler that replaced a held request's callback, a queue dropped).
+  class Answer {
+   public:
+    explicit Answer(std::weak_ptr<Connection> connection) : connection_(std::move(connection)) {}
+    ~Answer() {
+      if (!sent_.exchange(true)) Deliver(connection_, {500, "the request was dropped unanswered\n"});
+    }
+    Answer(const Answer&) = delete;
+    Answer& operator=(const Answer&) = delete;
+
+    void Send(HttpResponse response) {
+      if (!sent_.exchange(true)) Deliver(connection_, std::move(response));
+    }
+
+   private:
+    std::weak_ptr<Connection> connection_;
+    std::atomic<bool> sent_{false};
+  };
+
+  // The header is in: reserve the body's bytes before reading it (ServerCaps), or answer 503.
+  void OnHeader(beast::error_code ec) {
+    if (ec || parser_->is_done()) return OnRead(ec);
+    size_t body = BodyReservation(*parser_, limits_);
+    if (!caps_->ReserveBody(address_, body)) {
+      return Reply({503, "the rendezvous store is receiving too much at once; try again\n"});
+    }
+    reserved_ = body;
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code read, size_t) { self->OnRead(read); });
+  }
+
+  void ReleaseBody() {
+    caps_->ReleaseBody(address_, reserved_);
+    reserved_ = 0;
+  }
+
   void OnRead(beast::error_code ec) {
+    ReleaseBody();  // the body now is the request's, then the store's (which counts its own)
     if (ec) {
       int status = StatusForReadError(ec);
       return status == 0 ? Close() : Reply({status, ""});
@@ -71,17 +150,19 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
       return Reply({status, ""});
     }
     if (server_alive_.expired()) return Reply({503, ""});
-    std::weak_ptr<Connection> weak = shared_from_this();
     // Keep ourselves alive while the handler holds the answer; the server frees us if it goes
     // first.
     Hold();
-    handler_->Handle(std::move(request), [weak](HttpResponse response) {
-      auto self = weak.lock();
-      if (!self) return;
-      // Onto this connection's strand: at once when called there, else queued.
-      asio::dispatch(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
-        self->Reply(std::move(response));
-      });
+    auto answer = std::make_shared<Answer>(shared_from_this());
+    handler_->Handle(std::move(request), [answer](HttpResponse response) { answer->Send(std::move(response)); });
+  }
+
+  // Onto this connection's strand: at once when called there, else queued.
+  static void Deliver(const std::weak_ptr<Connection>& weak, HttpResponse response) {
+    auto self = weak.lock();
+    if (!self) return;
+    asio::dispatch(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
+      self->Reply(std::move(response));
     });
   }
 
@@ -142,12 +223,20 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   std::weak_ptr<bool> server_alive_;
   std::shared_ptr<Held> held_;
   std::shared_ptr<Connection> self_;  // while the handler holds the answer (Hold)
+  std::shared_ptr<ServerCaps> caps_;
+  uint32_t address_;
+  size_t reserved_ = 0;  // body bytes reserved in caps_
   bool replied_ = false;
   bool keep_alive_ = false;
 };
 
 HttpServer::HttpServer(asio::io_context* io, HttpHandler* handler, HttpLimits limits)
     : io_(io), handler_(handler), limits_(limits), acceptor_(*io), alive_(std::make_shared<bool>(true)) {}
+
+void HttpServer::set_local_user(uint32_t uid) {
+  local_user_ = uid;
+  peer_uid_ = std::make_unique<PeerUid>();
+}
 
 HttpServer::~HttpServer() {
   Stop();
@@ -178,6 +267,9 @@ bool HttpServer::Listen(const std::string& address, int port, std::string* err) 
     return false;
   }
   port_ = acceptor_.local_endpoint().port();
+  limits_ = Applied(limits_);
+  caps_ = std::make_shared<ServerCaps>(limits_.max_connections, limits_.max_connections_per_peer,
+                                       limits_.max_body_bytes_in_flight);
   Accept();
   return true;
 }
@@ -194,17 +286,11 @@ void HttpServer::Accept() {
   // at a time.
   acceptor_.async_accept(asio::make_strand(*io_), [this, alive](beast::error_code ec, tcp::socket socket) {
     if (!alive.lock()) return;
-    if (!ec && access_ != nullptr) {
-      tcp::endpoint peer = socket.remote_endpoint(ec);
-      if (!ec && peer.address().is_v4() && !access_->Allows(peer.address().to_v4().to_uint())) {
-        Refuse(std::move(socket), peer.address().to_v4().to_uint());
-        if (acceptor_.is_open()) Accept();
-        return;
-      }
-    }
     if (!ec) {
-      socket.set_option(tcp::no_delay(true), ec);
-      std::make_shared<Connection>(std::move(socket), handler_, limits_, alive_, held_)->Start();
+      std::vector<tcp::socket> sockets;
+      sockets.push_back(std::move(socket));
+      if (peer_uid_ && peer_uid_->using_proc()) TakePending(&sockets);  // one /proc reading for all
+      Admit(std::move(sockets));
     } else if (ec == asio::error::no_descriptors || ec.value() == ENFILE || ec == asio::error::no_buffer_space ||
                ec == asio::error::no_memory) {
       // Out of descriptors: the pending connection stays queued; try again shortly instead of
@@ -224,17 +310,102 @@ void HttpServer::Accept() {
   });
 }
 
-void HttpServer::Refuse(tcp::socket socket, uint32_t address) {
-  if (refused_.insert(address).second) {
-    spdlog::warn("refused a rendezvous connection from {}: not one of the job's hosts (admit a "
-                 "network with --rendezvous-allow CIDR)",
-                 asio::ip::address_v4(address).to_string());
+struct HttpServer::Arrival {
+  tcp::socket socket;
+  tcp::endpoint peer;
+  uint32_t address = 0;
+  bool ask_owner = false;  // from this machine: its owner is looked up
+};
+
+void HttpServer::TakePending(std::vector<tcp::socket>* sockets) {
+  beast::error_code ec;
+  acceptor_.non_blocking(true, ec);  // accept below returns would_block when none is waiting
+  while (!ec && sockets->size() < 1024) {
+    tcp::socket more(asio::make_strand(*io_));
+    acceptor_.accept(more, ec);  // an error other than would_block comes again to async_accept
+    if (!ec) sockets->push_back(std::move(more));
   }
-  static const std::string kForbidden =
-      "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+}
+
+void HttpServer::Admit(std::vector<tcp::socket> sockets) {
+  std::vector<Arrival> arrivals;
+  std::vector<TcpFourTuple> asks;
+  for (tcp::socket& socket : sockets) {
+    beast::error_code ec, local_ec;
+    tcp::endpoint peer = socket.remote_endpoint(ec);
+    tcp::endpoint local = socket.local_endpoint(local_ec);
+    // Gone already (or not IPv4, which we never bind): closed as `sockets` goes.
+    if (ec || local_ec || !peer.address().is_v4() || !local.address().is_v4()) continue;
+    uint32_t address = peer.address().to_v4().to_uint();
+    if (access_ != nullptr && !access_->Allows(address)) {
+      if (FirstTime(&refused_, address)) {
+        spdlog::warn("refused a rendezvous connection from {}: not one of the job's hosts (admit a "
+                     "network with --rendezvous-allow CIDR)",
+                     peer.address().to_string());
+      }
+      Refuse(std::move(socket), kNotAJobHost);
+      continue;
+    }
+    bool ask = access_ != nullptr && local_user_ && access_->IsThisMachine(address);
+    if (ask) asks.push_back({address, peer.port(), local.address().to_v4().to_uint(), local.port()});
+    arrivals.push_back({std::move(socket), peer, address, ask});
+  }
+  // Every connection asked about is held open until its answer is used (see peer_uid.h).
+  std::string err;
+  std::vector<std::optional<uint32_t>> owners;
+  if (!asks.empty()) owners = peer_uid_->FindAll(asks, &err);
+  size_t next = 0;
+  for (Arrival& arrival : arrivals) {
+    if (arrival.ask_owner && !IsJobUser(arrival, owners[next++], err)) {
+      Refuse(std::move(arrival.socket), kNotTheJobsUser);
+      continue;
+    }
+    switch (caps_->TryAdmit(arrival.address)) {
+      case ServerCaps::Verdict::kAdmitted:
+        break;
+      case ServerCaps::Verdict::kPeerFull:
+        if (FirstTime(&capped_, arrival.address)) {
+          spdlog::warn("refused rendezvous connections from {}: it has {} open, the most one address may "
+                       "(a Horovod worker holds one or two)",
+                       arrival.peer.address().to_string(), caps_->max_per_peer());
+        }
+        Refuse(std::move(arrival.socket), kPeerFull);
+        continue;
+      case ServerCaps::Verdict::kTotalFull:
+        if (!warned_total_) {
+          spdlog::warn("refused rendezvous connections: {} are open, the most the store serves at once",
+                       caps_->max_connections());
+        }
+        warned_total_ = true;
+        Refuse(std::move(arrival.socket), kTotalFull);
+        continue;
+    }
+    beast::error_code ignored;
+    arrival.socket.set_option(tcp::no_delay(true), ignored);
+    std::make_shared<Connection>(std::move(arrival.socket), handler_, limits_, alive_, held_, caps_, arrival.address)
+        ->Start();
+  }
+}
+
+bool HttpServer::IsJobUser(const Arrival& arrival, const std::optional<uint32_t>& uid, const std::string& err) {
+  if (uid && *uid == *local_user_) return true;
+  if (uid && FirstTime(&refused_users_, *uid)) {
+    spdlog::warn("refused rendezvous connections from user {} on this machine (only the job's user may "
+                 "use its store)",
+                 *uid);
+  } else if (!uid && !warned_unknown_owner_) {
+    warned_unknown_owner_ = true;
+    spdlog::warn("refused a rendezvous connection from {}:{} on this machine: cannot tell which user it "
+                 "belongs to ({}); only the job's user may use its store",
+                 arrival.peer.address().to_string(), arrival.peer.port(), err);
+  }
+  return false;
+}
+
+void HttpServer::Refuse(tcp::socket socket, const std::string& response) {
   auto peer = std::make_shared<tcp::socket>(std::move(socket));
   // The request is not read: the answer goes out at once and the connection is closed.
-  asio::async_write(*peer, asio::buffer(kForbidden), [peer](beast::error_code, size_t) {
+  asio::async_write(*peer, asio::buffer(response), [peer](beast::error_code, size_t) {
     beast::error_code ignored;
     peer->shutdown(tcp::socket::shutdown_both, ignored);
     peer->close(ignored);

@@ -6,7 +6,16 @@
 // fragile (§9.10, §9.12, §9.20): bounded header and body sizes, a read timeout, and every
 // malformed request answered (400, 405, 411, 413) rather than dropped; a client that stalls
 // mid-request is disconnected after the read timeout. It never serves files.
-// Peers outside the job can be refused (set_access, spec §9 "no auth at all" in horovodrun).
+// Peers outside the job can be refused (set_access, spec §9 "no auth at all" in horovodrun), and
+// peers on this machine that are not the job's user (set_local_user: the kernel says who owns
+// the peer's socket, rendezvous/peer_uid.h).
+//
+// Bounded (HttpLimits, ServerCaps): connections in total and per peer address, request body
+// bytes being received at once, each request's header and body, and the time a request may take
+// to arrive. A connection past a cap is answered 503 with a short body and `Connection: close`
+// at once, its request unread: it costs an accept and a write, and nobody waits. A handler that
+// drops every copy of `respond` unanswered gets its client a 500, so a held connection never
+// waits forever.
 // The handler may answer later (rank_and_size is held until a barrier opens; a GET of a missing
 // key until it is set), from any thread.
 //
@@ -29,14 +38,18 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
 #include "rendezvous/access_list.h"
+#include "rendezvous/peer_uid.h"
+#include "rendezvous/server_caps.h"
 
 namespace etrun::rendezvous {
 
@@ -70,6 +83,17 @@ struct HttpLimits {
   size_t max_header_bytes = 16 << 10;
   size_t max_body_bytes = 64 << 20;  // a 512-rank Gloo address blob is ~100 KB
   std::chrono::milliseconds read_timeout{10000};
+  // Connections open at once, in total, and from one peer address. A Horovod worker holds one
+  // connection at a time (two in an elastic job while it registers): a 1,024-worker job on one
+  // machine, every worker from 127.0.0.1, needs about 2,048. Listen lowers the total to half the
+  // process's open-file limit when that is less, so accept never runs out of descriptors first.
+  size_t max_connections = 16384;
+  size_t max_connections_per_peer = 4096;
+  // Request body bytes being received at once, over all connections, and a quarter of it from
+  // one peer address (a body is reserved whole, by its Content-Length, before it is read; a
+  // chunked one as max_body_bytes). 1,024 workers on one machine each sending their ~140 KB
+  // Gloo address blob at once need ~140 MB.
+  size_t max_body_bytes_in_flight = size_t{1} << 30;
 };
 
 class HttpServer {
@@ -96,6 +120,17 @@ class HttpServer {
   // address is logged once. Null (the default) admits everyone. `access` must outlive the server.
   void set_access(const AccessList* access) { access_ = access; }
 
+  // From now on, a peer on this machine (AccessList::IsThisMachine; needs set_access) is admitted
+  // only when the kernel says its socket belongs to `uid`; others get 403, each refused user is
+  // logged once. Connections from other machines are the access list's alone.
+  void set_local_user(uint32_t uid);
+
+  // What the server holds now, for tests. Null before Listen.
+  const ServerCaps* caps() const { return caps_.get(); }
+
+  // Looks owners up in /proc, as where netlink is refused. REQUIRES: set_local_user. For tests.
+  void TEST_LookUpOwnersInProc() { peer_uid_->TEST_UseProc(); }
+
  private:
   class Connection;
   // Connections waiting on the handler's answer, by address; shared with them, since a
@@ -104,8 +139,16 @@ class HttpServer {
     std::mutex mu;
     std::unordered_map<Connection*, std::weak_ptr<Connection>> waiting;
   };
+  struct Arrival;
   void Accept();
-  void Refuse(boost::asio::ip::tcp::socket socket, uint32_t address);
+  // Takes every connection already waiting to be accepted too (up to a bound), so that owners
+  // looked up in /proc cost one reading for all of them. Accept loop only.
+  void TakePending(std::vector<boost::asio::ip::tcp::socket>* sockets);
+  // Admits new connections, or answers each at once and closes it (set_access, set_local_user,
+  // the caps). Accept loop only.
+  void Admit(std::vector<boost::asio::ip::tcp::socket> sockets);
+  bool IsJobUser(const Arrival& arrival, const std::optional<uint32_t>& uid, const std::string& err);
+  void Refuse(boost::asio::ip::tcp::socket socket, const std::string& response);
 
   boost::asio::io_context* io_;
   HttpHandler* handler_;
@@ -113,8 +156,16 @@ class HttpServer {
   boost::asio::ip::tcp::acceptor acceptor_;
   int port_ = 0;
   const AccessList* access_ = nullptr;
+  std::optional<uint32_t> local_user_;
+  std::unique_ptr<PeerUid> peer_uid_;  // with local_user_; the accept loop's
+  std::shared_ptr<ServerCaps> caps_;   // shared with the connections, which may outlive us
+  // What the accept loop has logged (each at most kMaxLogged entries: beyond, not logged).
   bool out_of_descriptors_ = false;  // warned about EMFILE on accept
-  std::set<uint32_t> refused_;  // addresses already logged
+  std::set<uint32_t> refused_;       // addresses refused by the access list
+  std::set<uint32_t> refused_users_;  // uids refused on this machine
+  std::set<uint32_t> capped_;        // addresses past the per-peer cap
+  bool warned_unknown_owner_ = false;
+  bool warned_total_ = false;
   std::shared_ptr<bool> alive_;
   std::shared_ptr<Held> held_ = std::make_shared<Held>();
 };

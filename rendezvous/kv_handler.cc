@@ -22,12 +22,17 @@ bool MayHoldKey(std::string_view key) {
   return false;
 }
 
+HttpResponse StoreFullResponse(const KvStore& store) {
+  return {503, "the rendezvous store is full (" + std::to_string(store.byte_cap() >> 20) +
+                   " MiB): no more keys are taken\n"};
+}
+
 void KvHandler::Handle(HttpRequest request, std::function<void(HttpResponse)> respond) {
   std::string_view scope, key;
   if (!SplitScopeKey(request.target, &scope, &key)) return respond({400, ""});
   if (request.method == "GET") return Get(scope, key, std::move(respond));
   if (request.method == "PUT") {
-    store_->Put(scope, key, std::move(request.body));
+    if (!store_->Put(scope, key, std::move(request.body))) return respond(StoreFullResponse(*store_));
     return respond({200, ""});
   }
   if (request.method == "DELETE") {
@@ -48,8 +53,9 @@ void KvHandler::Get(std::string_view scope, std::string_view key,
   // CancelWait finds it still waiting.
   uint64_t ticket = 0;
   KvValue value = store_->FindOrWait(
-      scope, key, [respond](KvValue v) { respond({200, std::move(v)}); }, &ticket);
+      scope, key, [respond](KvValue v) { respond({200, std::move(v)}); }, &ticket, kMaxHeldGets);
   if (value) return respond({200, std::move(value)});
+  if (ticket == 0) return respond({404, ""});  // kMaxHeldGets are held: answered as unheld
   KvStore* store = store_;
   deadlines_->After(bound_, [store, ticket, respond = std::move(respond)] {
     if (store->CancelWait(ticket)) respond({404, ""});

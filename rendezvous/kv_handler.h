@@ -9,7 +9,12 @@
 // request per bound instead of a hundred a second, and sees the key as soon as it is set. Never
 // held: Gloo's hostname keys `rank_<n>`, which connectFullMesh reads once with get() and whose
 // 404 is an answer (gloo/rendezvous/context.cc), so holding would change what a worker sees.
-// Without Deadlines (the default), a missing key is an immediate 404.
+// Without Deadlines (the default), a missing key is an immediate 404. At most kMaxHeldGets GETs
+// are held at once; past that a missing key is an immediate 404 again, which Horovod's polling
+// client takes as it always did (it asks again 10 ms later).
+//
+// A PUT the store cannot take (its byte cap, kv_store.h) answers 503 with a short body; Horovod's
+// client retries it twice, then fails the worker: a store that full is not a job's own doing.
 //
 // Thread-safe (KvStore and Deadlines are): Handle may run on several threads at once.
 #ifndef ETRUN_RENDEZVOUS_KV_HANDLER_H_
@@ -28,6 +33,13 @@ namespace etrun::rendezvous {
 // none: blocking connect and recv) and short beside HOROVOD_GLOO_TIMEOUT_SECONDS (default 30):
 // HTTPStore::wait checks its timeout between polls, so it may throw up to one bound later.
 inline constexpr std::chrono::milliseconds kGetHoldBound{1000};
+
+// The most GETs held at once: 8 per worker of a 1,024-worker job, each of which polls one key
+// at a time from its one rendezvous thread.
+inline constexpr size_t kMaxHeldGets = 8192;
+
+// The answer to a PUT the store has no room for.
+HttpResponse StoreFullResponse(const KvStore& store);
 
 // Splits "/scope/key" into its two parts; false for any other shape.
 bool SplitScopeKey(std::string_view target, std::string_view* scope, std::string_view* key);

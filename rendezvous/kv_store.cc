@@ -1,10 +1,21 @@
 #include "rendezvous/kv_store.h"
 
+#include <algorithm>
+
 namespace etrun::rendezvous {
+
+namespace {
+
+size_t EntryBytes(std::string_view name, const std::string& value) {
+  return name.size() + value.size() + KvStore::kEntryOverhead;
+}
+
+}  // namespace
 
 void KvStore::Init(const std::vector<SlotInfo>& plan) {
   std::lock_guard<std::mutex> lock(mu_);
   values_.clear();
+  bytes_ = 0;
   ResizeLocked(plan);
 }
 
@@ -18,6 +29,8 @@ void KvStore::ResizeLocked(const std::vector<SlotInfo>& plan) {
   finished_.clear();
   scope_size_.clear();
   for (const SlotInfo& slot : plan) {
+    size_t n = static_cast<size_t>(slot.size > 0 ? slot.size : 0);
+    byte_cap_ = std::max(byte_cap_, n * n * 1024);
     scope_size_["global"] = slot.size;
     scope_size_["local_" + slot.hostname] = slot.local_size;
     scope_size_["cross_" + std::to_string(slot.local_rank)] = slot.cross_size;
@@ -40,10 +53,14 @@ KvValue KvStore::Find(std::string_view scope, std::string_view key) const {
 }
 
 KvValue KvStore::FindOrWait(std::string_view scope, std::string_view key,
-                            std::function<void(KvValue)> waiter, uint64_t* ticket) {
+                            std::function<void(KvValue)> waiter, uint64_t* ticket, size_t max_waiters) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto s = values_.find(scope); s != values_.end()) {
     if (auto k = s->second.find(key); k != s->second.end()) return k->second;
+  }
+  if (waiters_.size() >= max_waiters) {
+    *ticket = 0;
+    return nullptr;
   }
   *ticket = next_ticket_++;
   waiters_.emplace(*ticket, Waiter{std::string(scope), std::string(key), std::move(waiter)});
@@ -80,12 +97,20 @@ std::vector<std::function<void(KvValue)>> KvStore::TakeWaiters(std::string_view 
   return calls;
 }
 
-void KvStore::Put(std::string_view scope, std::string_view key, std::string value) {
+bool KvStore::Put(std::string_view scope, std::string_view key, std::string value) {
   auto shared = std::make_shared<const std::string>(std::move(value));
   std::vector<std::function<void(KvValue)>> waiters;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto s = values_.find(scope);
+    size_t added = EntryBytes(key, *shared), freed = 0;
+    if (s == values_.end()) {
+      added += EntryBytes(scope, "");
+    } else if (auto k = s->second.find(key); k != s->second.end()) {
+      freed = EntryBytes(key, *k->second);
+    }
+    if (bytes_ - freed + added > byte_cap_) return false;
+    bytes_ = bytes_ - freed + added;
     if (s == values_.end()) s = values_.emplace(std::string(scope), decltype(values_)::mapped_type()).first;
     auto k = s->second.find(key);
     if (k == s->second.end()) {
@@ -97,6 +122,7 @@ void KvStore::Put(std::string_view scope, std::string_view key, std::string valu
     if (on_put_) on_put_(scope, key);
   }
   for (auto& call : waiters) call(shared);
+  return true;
 }
 
 void KvStore::Erase(std::string_view scope, std::string_view key) {
@@ -107,8 +133,22 @@ void KvStore::Erase(std::string_view scope, std::string_view key) {
 void KvStore::EraseLocked(std::string_view scope, std::string_view key) {
   auto s = values_.find(scope);
   if (s == values_.end()) return;
-  if (auto k = s->second.find(key); k != s->second.end()) s->second.erase(k);
-  if (s->second.empty()) values_.erase(s);
+  if (auto k = s->second.find(key); k != s->second.end()) {
+    bytes_ -= EntryBytes(key, *k->second);
+    s->second.erase(k);
+  }
+  if (s->second.empty()) {
+    bytes_ -= EntryBytes(scope, "");
+    values_.erase(s);
+  }
+}
+
+void KvStore::ClearScopeLocked(std::string_view scope) {
+  auto s = values_.find(scope);
+  if (s == values_.end()) return;
+  for (const auto& [key, value] : s->second) bytes_ -= EntryBytes(key, *value);
+  bytes_ -= EntryBytes(scope, "");
+  values_.erase(s);
 }
 
 void KvStore::Delete(std::string_view scope, std::string_view key) {
@@ -119,7 +159,7 @@ void KvStore::Delete(std::string_view scope, std::string_view key) {
     if (f == finished_.end()) f = finished_.emplace(std::string(scope), decltype(finished_)::mapped_type()).first;
     f->second.emplace(key);
     if (static_cast<int>(f->second.size()) >= size->second) {
-      if (auto s = values_.find(scope); s != values_.end()) values_.erase(s);
+      ClearScopeLocked(scope);
       finished_.erase(f);
       if (on_scope_done_) on_scope_done_(scope);
     }
@@ -136,6 +176,16 @@ size_t KvStore::scope_count() const {
 size_t KvStore::waiter_count() const {
   std::lock_guard<std::mutex> lock(mu_);
   return waiters_.size();
+}
+
+size_t KvStore::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+size_t KvStore::byte_cap() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return byte_cap_;
 }
 
 std::optional<int> KvStore::planned_size(std::string_view scope) const {

@@ -10,6 +10,14 @@
 // that sets it. Clearing a scope or Init does not call waiters: they go on waiting for a value,
 // as a polling worker would, until their owner cancels them (CancelWait, at its time bound).
 //
+// Bounded: the bytes it holds (each value, key and scope name, plus kEntryOverhead for each
+// entry's bookkeeping) never pass its byte cap; a Put past it stores nothing and returns false.
+// The cap is the larger of kMinByteCap (1 GiB) and 1 KiB per pair of workers (N² KiB for the
+// largest world Init or Resize has sized): Gloo's address blobs are N-1 addresses of ~136 bytes
+// from each of N workers, N² × 136 bytes per scope, and Horovod's six scopes (the local ones as
+// big as the global ones when every worker is on one machine) do not all hold theirs at once.
+// At most max_waiters waiters wait at once (FindOrWait).
+//
 // Thread-safe: one mutex guards everything. The driver calls Init/Resize/Erase, the server's
 // threads Get/Put/Delete/Wait. The on_put and on_scope_done callbacks and the waiters run on the
 // thread that made the change, the on_* callbacks with the store's lock held (so they see the
@@ -38,6 +46,12 @@ using KvValue = std::shared_ptr<const std::string>;
 
 class KvStore {
  public:
+  static constexpr size_t kMinByteCap = size_t{1} << 30;
+  static constexpr size_t kEntryOverhead = 128;  // a map node, its key string, the shared buffer
+
+  // `min_byte_cap`: kMinByteCap, or less in tests.
+  explicit KvStore(size_t min_byte_cap = kMinByteCap) : byte_cap_(min_byte_cap) {}
+
   // Drops every key of every scope and sizes the planned scopes from `plan`.
   void Init(const std::vector<SlotInfo>& plan);
 
@@ -53,16 +67,18 @@ class KvStore {
 
   // Find, or when the key is missing, registers `waiter` to be called once with the value the
   // next Put of this key stores, and sets *ticket for CancelWait. Returns the value, or null
-  // when the waiter was registered.
+  // when the key is missing: then *ticket is 0 if `max_waiters` waiters were waiting already
+  // (nothing registered; the caller answers at once), else the waiter's ticket.
   KvValue FindOrWait(std::string_view scope, std::string_view key,
-                     std::function<void(KvValue)> waiter, uint64_t* ticket);
+                     std::function<void(KvValue)> waiter, uint64_t* ticket, size_t max_waiters);
 
   // Withdraws a waiter. True when it was still waiting (it will never be called); false when a
   // Put has called it or is calling it.
   bool CancelWait(uint64_t ticket);
 
-  // Stores (overwrites) a value; empty values are values. Calls the key's waiters.
-  void Put(std::string_view scope, std::string_view key, std::string value);
+  // Stores (overwrites) a value; empty values are values. Calls the key's waiters. Returns false,
+  // storing nothing and calling no waiter, when the store would hold more than its byte cap.
+  bool Put(std::string_view scope, std::string_view key, std::string value);
 
   // "Key finished with scope" (see above).
   void Delete(std::string_view scope, std::string_view key);
@@ -86,6 +102,8 @@ class KvStore {
   // Introspection for tests and benchmarks.
   size_t scope_count() const;
   size_t waiter_count() const;
+  size_t bytes() const;
+  size_t byte_cap() const;
   std::optional<int> planned_size(std::string_view scope) const;
 
  private:
@@ -95,6 +113,7 @@ class KvStore {
   };
   void ResizeLocked(const std::vector<SlotInfo>& plan);
   void EraseLocked(std::string_view scope, std::string_view key);
+  void ClearScopeLocked(std::string_view scope);
   // Moves the waiters of scope/key out of waiters_ (lock held).
   std::vector<std::function<void(KvValue)>> TakeWaiters(std::string_view scope, std::string_view key);
 
@@ -109,6 +128,8 @@ class KvStore {
   std::map<uint64_t, Waiter> waiters_;  // by ticket
   std::multimap<std::pair<std::string, std::string>, uint64_t> waiting_;  // (scope, key) -> tickets
   uint64_t next_ticket_ = 1;
+  size_t bytes_ = 0;     // held by values_, as counted above
+  size_t byte_cap_;
   std::atomic<uint64_t> generation_{0};
 };
 

@@ -19,6 +19,7 @@ import pytest
 from conftest import ETRUN, PYTHON, processes_with_marker, rank_lines, wait_until
 from test_elastic_protocol import committed_steps, sizes_in_order
 from test_multihost import marked_on
+from test_store_security import USER_WARNING, as_nobody, gated_job, get, needs_root, release
 from testbed import bed_fixture
 
 HOROVOD_PATH = os.environ.get("ETRUN_HOROVOD_PATH", "")
@@ -158,6 +159,39 @@ def test_a_static_allreduce_across_two_hosts_with_no_network_flags(bed, marker_e
     lines = rank_lines(r.stdout)
     assert lines == {0: ["sum 2 rank 0 size 2"], 1: ["sum 2 rank 1 size 2"]}, r.stdout
     assert processes_with_marker(next(iter(marker_env.values()))) == []
+
+
+@needs_root
+def test_another_user_is_refused_while_two_real_workers_meet_on_this_machine(tmp_path, marker_env):
+    # Given a 2-rank job of real workers on this machine run by root, the user nobody's PUT gets
+    # 403 before and while they meet (hvd.init's Gloo rendezvous), the key is not stored, and the
+    # workers' allreduce still completes.
+    proc, port = gated_job(tmp_path, 2, [PYTHON, HOROVOD_WORKER, "--static"], env=horovod_env(marker_env))
+    codes = []
+    try:
+        url = f"http://127.0.0.1:{port}/global/evil"
+        assert as_nobody("-X", "PUT", "--data", "evil", url) == "403"
+        assert get(port, "/global/evil") == 404
+        stop = threading.Event()
+
+        def keep_trying():
+            while not stop.is_set():
+                codes.append(as_nobody("-X", "PUT", "--data", "evil", url))
+
+        trier = threading.Thread(target=keep_trying)
+        trier.start()
+        release(tmp_path)
+        out, err = proc.communicate(timeout=120)
+        stop.set()
+        trier.join()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert rank_lines(out.decode()) == {0: ["sum 2 rank 0 size 2"], 1: ["sum 2 rank 1 size 2"]}, out.decode()
+    assert "403" in codes and set(codes) <= {"403", "000"}, codes
+    assert err.decode().count(USER_WARNING) == 1, err.decode()
 
 
 def test_real_workers_grow_from_two_hosts_to_three_and_shrink_back(bed, tmp_path, marker_env):

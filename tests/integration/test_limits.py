@@ -43,11 +43,14 @@ def get(port, path="/probe/key"):
 
 
 def test_the_rendezvous_server_serves_beside_10000_idle_connections_and_a_slow_client():
+    # 10,000 idle connections from one address (127.0.0.2, admitted): 4,096 are held, the most one
+    # address may have, and the rest are answered 503 at once; the job's own address is served
+    # beside them, and a slow client is cut off at the read timeout (docs/security.md).
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 10100:
         pytest.skip(f"the hard open-file limit ({hard}) is below 10,100")
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 10100), hard))
-    proc = subprocess.Popen([ETRUN, "-np", "1", "sh", "-c",
+    proc = subprocess.Popen([ETRUN, "-np", "1", "--rendezvous-allow", "127.0.0.2/32", "sh", "-c",
                              'echo "port $HOROVOD_GLOO_RENDEZVOUS_PORT"; exec sleep 60'],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     idle = []
@@ -57,9 +60,20 @@ def test_the_rendezvous_server_serves_beside_10000_idle_connections_and_a_slow_c
         slow_since = time.monotonic()
         slow.sendall(b"GET /slow")  # a slow-loris: never finishes its request line
         for _ in range(10000):
-            idle.append(socket.create_connection(("127.0.0.1", port), timeout=30))
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=30,
+                                                 source_address=("127.0.0.2", 0)))
         assert get(port) == 404  # still served: a missing key
         assert get(port, "/a/b/c") == 400
+        held = refused = 0
+        for s in idle:
+            s.setblocking(False)
+            try:
+                reply = s.recv(4096)
+            except BlockingIOError:
+                held += 1
+                continue
+            refused += reply.startswith(b"HTTP/1.1 503")
+        assert held <= 4096 and refused > 0, (held, refused)
         # The slow client is cut off after the server's read timeout (10 s), not kept forever.
         slow.settimeout(30)
         reply = slow.recv(4096)

@@ -2,7 +2,10 @@
 // Python clients send them (spec 4.4-4.5).
 #include "rendezvous/http_server.h"
 
+#include <functional>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <doctest/doctest.h>
@@ -26,8 +29,11 @@ using etrun::testing::Exchange;
 using etrun::testing::Status;
 
 struct Server {
-  explicit Server(HttpLimits limits = {}) : handler(&store), server(&io, &handler, limits) {
+  explicit Server(HttpLimits limits = {}, bool start = true) : handler(&store), server(&io, &handler, limits) {
     store.Init({{"a", 0, 2, 0, 2, 0, 1}, {"a", 1, 2, 1, 2, 0, 1}});
+    if (start) Start();
+  }
+  void Start() {
     std::string err;
     REQUIRE(server.Listen("127.0.0.1", 0, &err));
     thread = std::thread([this] { io.run(); });
@@ -174,4 +180,169 @@ TEST_CASE("on several threads, a held GET is answered through the socket by anot
   CHECK(Status(Exchange(server.port(), CppClient("GET", "/global/never"))) == 404);
   threads.Stop();
   server.Stop();
+}
+
+namespace {
+
+using etrun::testing::Connect;
+using etrun::testing::ExchangeAs;
+using etrun::testing::ReadAll;
+
+// The rendezvous store as etrun serves it: peers by an access list, this machine's only as the
+// user `uid` (the job's user: etrun's own).
+struct GuardedServer : Server {
+  explicit GuardedServer(uint32_t uid, HttpLimits limits = {}) : Server(limits, false) {
+    etrun::rendezvous::Cidr loopback;
+    std::string err;
+    REQUIRE(etrun::rendezvous::ParseCidr("127.0.0.0/8", &loopback, &err));
+    access.emplace(std::vector<std::string>{}, std::vector<etrun::rendezvous::Cidr>{loopback});
+    server.set_access(&*access);
+    server.set_local_user(uid);
+    Start();
+  }
+  std::optional<etrun::rendezvous::AccessList> access;
+};
+
+bool WaitFor(const std::function<bool()>& done) {
+  for (int i = 0; i < 3000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return done();
+}
+
+}  // namespace
+
+TEST_CASE("from this machine, only the job's user is served; others get 403 and no key is stored") {
+  // Given a store whose job user is us, our PUT is stored; given one whose job user is another
+  // uid, our own connection is that other user's foreigner: 403, nothing stored.
+  {
+    GuardedServer s(geteuid());
+    CHECK(Status(Exchange(s.server.port(), CppClient("PUT", "/global/mine", "v"))) == 200);
+    CHECK(s.store.Get("global", "mine") == "v");
+  }
+  GuardedServer s(geteuid() + 1);
+  std::string r = Exchange(s.server.port(), CppClient("PUT", "/global/evil", "evil"));
+  CHECK(Status(r) == 403);
+  CHECK(r.find("Connection: close\r\n") != std::string::npos);
+  CHECK(Body(r) == "only the job's user may use this rendezvous store\n");
+  CHECK_FALSE(s.store.Get("global", "evil").has_value());
+}
+
+TEST_CASE("with owners looked up in /proc, a burst of connections is served, or refused, alike") {
+  // Given the /proc fallback (netlink refused), 40 connections opened at once before any sends
+  // are each answered: 404 for the job's user, 403 when the job is another user's.
+  for (uint32_t uid : {geteuid(), geteuid() + 1}) {
+    CAPTURE(uid);
+    GuardedServer s(uid);
+    s.server.TEST_LookUpOwnersInProc();
+    std::vector<int> fds;
+    for (int i = 0; i < 40; ++i) fds.push_back(Connect(s.server.port()));
+    std::string get = "GET /global/0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    for (int fd : fds) {
+      if (fd >= 0) send(fd, get.data(), get.size(), MSG_NOSIGNAL);
+    }
+    int expected = uid == geteuid() ? 404 : 403, answered = 0;
+    for (int fd : fds) {
+      std::string r = ReadAll(fd);
+      close(fd);
+      answered += r.size() >= 12 && Status(r) == expected ? 1 : 0;
+    }
+    CHECK(answered == 40);
+  }
+}
+
+TEST_CASE("as root, a connection from user nobody on this machine gets 403") {
+  // Given a store run by root (the job's user), a child that became nobody (65534) PUTs a key:
+  // refused before its request is read; root's own GET then finds no such key.
+  if (geteuid() != 0) return;
+  GuardedServer s(0);
+  std::string r = ExchangeAs(65534, s.server.port(), CppClient("PUT", "/global/evil", "evil"));
+  CHECK(Status(r) == 403);
+  CHECK_FALSE(s.store.Get("global", "evil").has_value());
+  CHECK(Status(Exchange(s.server.port(), CppClient("GET", "/global/evil"))) == 404);
+}
+
+TEST_CASE("past its share of connections an address gets 503 at once, and others are still served") {
+  // Given 3 connections per address and 5 in all, 127.0.0.2 opens 3 idle connections: its
+  // fourth is answered 503 before it sends anything, while 127.0.0.1 is served. With 5 open in
+  // all, everyone gets 503; closing some makes room again.
+  GuardedServer s(geteuid(), {.max_connections = 5, .max_connections_per_peer = 3});
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(Connect(s.server.port(), "127.0.0.2"));
+  REQUIRE(WaitFor([&] { return s.server.caps()->connections_from(0x7f000002) == 3; }));
+  int fourth = Connect(s.server.port(), "127.0.0.2");
+  std::string r = ReadAll(fourth);
+  close(fourth);
+  CHECK(Status(r) == 503);
+  CHECK(r.find("Connection: close\r\n") != std::string::npos);
+  CHECK(Body(r) == "too many connections from this address\n");
+  CHECK(Status(Exchange(s.server.port(), CppClient("GET", "/global/0"))) == 404);
+  for (int i = 0; i < 2; ++i) idle.push_back(Connect(s.server.port(), "127.0.0.3"));
+  REQUIRE(WaitFor([&] { return s.server.caps()->connections() == 5; }));
+  r = Exchange(s.server.port(), CppClient("GET", "/global/0"));
+  CHECK(Status(r) == 503);
+  CHECK(Body(r) == "too many connections\n");
+  for (int fd : idle) close(fd);
+  REQUIRE(WaitFor([&] { return s.server.caps()->connections() == 0; }));
+  CHECK(Status(Exchange(s.server.port(), CppClient("GET", "/global/0"))) == 404);
+}
+
+TEST_CASE("idle connections and slow senders are cut off at the read timeout") {
+  // Given a 300 ms read timeout, a connection that sends nothing and one that sends half a
+  // request are closed by then (the half request answered 400), and their count is freed.
+  GuardedServer s(geteuid(), {.read_timeout = std::chrono::milliseconds(300)});
+  int silent = Connect(s.server.port());
+  int slow = Connect(s.server.port());
+  std::string half = "PUT /global/0 HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc";
+  REQUIRE(send(slow, half.data(), half.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(half.size()));
+  CHECK(ReadAll(silent).empty());
+  CHECK(ReadAll(slow).empty());  // timed out mid-body: closed, nothing to answer
+  close(silent);
+  close(slow);
+  CHECK(WaitFor([&] { return s.server.caps()->connections() == 0 && s.server.caps()->body_bytes() == 0; }));
+  CHECK_FALSE(s.store.Get("global", "0").has_value());
+}
+
+TEST_CASE("bodies past the bytes in flight are answered 503, not read") {
+  // Given 100 bytes in flight at most from one address (400 in all), a sender that announced 80
+  // and is slow to send them holds them: another PUT of 50 gets 503, one of 20 goes through;
+  // once the slow one is done, 50 fits.
+  GuardedServer s(geteuid(), {.max_body_bytes = 1024, .max_body_bytes_in_flight = 400});
+  int slow = Connect(s.server.port());
+  std::string head = "PUT /global/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 80\r\n\r\n";
+  REQUIRE(send(slow, head.data(), head.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(head.size()));
+  REQUIRE(WaitFor([&] { return s.server.caps()->body_bytes() == 80; }));
+  std::string r = Exchange(s.server.port(), CppClient("PUT", "/global/a", std::string(50, 'a')));
+  CHECK(Status(r) == 503);
+  CHECK(Body(r) == "the rendezvous store is receiving too much at once; try again\n");
+  CHECK(Status(Exchange(s.server.port(), CppClient("PUT", "/global/b", std::string(20, 'b')))) == 200);
+  std::string rest(80, 's');
+  REQUIRE(send(slow, rest.data(), rest.size(), MSG_NOSIGNAL) == 80);
+  CHECK(Status(ReadAll(slow)) == 200);
+  close(slow);
+  CHECK(s.store.Get("global", "slow") == rest);
+  CHECK(Status(Exchange(s.server.port(), CppClient("PUT", "/global/a", std::string(50, 'a')))) == 200);
+  CHECK(s.server.caps()->body_bytes() == 0);
+}
+
+namespace {
+
+// Drops every request's `respond` uncalled.
+class DroppingHandler : public etrun::rendezvous::HttpHandler {
+ public:
+  void Handle(etrun::rendezvous::HttpRequest, std::function<void(etrun::rendezvous::HttpResponse)>) override {}
+};
+
+}  // namespace
+
+TEST_CASE("a request its handler drops unanswered gets a 500, not an endless wait") {
+  asio::io_context io;
+  DroppingHandler handler;
+  HttpServer server(&io, &handler);
+  std::string err;
+  REQUIRE(server.Listen("127.0.0.1", 0, &err));
+  std::thread thread([&] { io.run(); });
+  std::string r = Exchange(server.port(), CppClient("GET", "/global/0"));
+  CHECK(Status(r) == 500);
+  CHECK(Body(r) == "the request was dropped unanswered\n");
+  asio::post(io, [&] { server.Stop(); });
+  thread.join();
 }

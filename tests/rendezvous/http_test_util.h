@@ -4,9 +4,11 @@
 #define ETRUN_TESTS_RENDEZVOUS_HTTP_TEST_UTIL_H_
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -54,6 +56,75 @@ inline std::string Exchange(int port, const std::string& request, bool half_clos
     response.append(buf, static_cast<size_t>(n));
   }
   close(fd);
+  return response;
+}
+
+// Sends `request` to 127.0.0.1:port from a child process running as `uid` (its group too) and
+// returns what it read until the server closed (at most 30 s). REQUIRES: root.
+inline std::string ExchangeAs(uint32_t uid, int port, const std::string& request) {
+  int out[2];
+  REQUIRE(pipe(out) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // no doctest here: plain calls, then _exit
+    close(out[0]);
+    if (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0) _exit(2);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    timeval receive_timeout{30, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &receive_timeout, sizeof(receive_timeout));
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(static_cast<uint16_t>(port));
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sin), sizeof(sin)) != 0) _exit(3);
+    if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) < 0) _exit(4);
+    char buf[4096];
+    ssize_t n;
+    while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+      if (write(out[1], buf, static_cast<size_t>(n)) != n) _exit(5);
+    }
+    _exit(0);
+  }
+  close(out[1]);
+  std::string response;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(out[0], buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  return response;
+}
+
+// A connection to 127.0.0.1:port from `source` that sends nothing (until the caller does); -1
+// when connect fails.
+inline int Connect(int port, const char* source = "127.0.0.1") {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &from.sin_addr);
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_port = htons(static_cast<uint16_t>(port));
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&sin), sizeof(sin)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Everything the server sends on `fd` until it closes (or 30 s pass).
+inline std::string ReadAll(int fd) {
+  timeval receive_timeout{30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &receive_timeout, sizeof(receive_timeout));
+  std::string response;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) response.append(buf, static_cast<size_t>(n));
   return response;
 }
 

@@ -153,3 +153,38 @@ TEST_CASE("a planned scope finished and cleared leaves held GETs waiting for a n
   REQUIRE(get.response);
   CHECK(get.response->status == 404);
 }
+
+TEST_CASE("past kMaxHeldGets held GETs a missing key is an immediate 404 again") {
+  // Given kMaxHeldGets GETs held, the next GET of a missing key is answered 404 at once, as an
+  // unheld one (Horovod's client polls again); when one is released, holding resumes.
+  HeldStore held;
+  auto& [store, deadlines, handler] = held;
+  std::vector<Answer> answers(etrun::rendezvous::kMaxHeldGets);
+  for (size_t i = 0; i < answers.size(); ++i) {
+    handler.Handle(Request("GET", "/global/k" + std::to_string(i)), answers[i].Respond());
+  }
+  CHECK(store.waiter_count() == etrun::rendezvous::kMaxHeldGets);
+  Answer extra;
+  handler.Handle(Request("GET", "/global/x"), extra.Respond());
+  REQUIRE(extra.response);
+  CHECK(extra.response->status == 404);
+  Answer put;
+  handler.Handle(Request("PUT", "/global/k0", "v"), put.Respond());
+  CHECK(answers[0].calls == 1);
+  Answer again;
+  handler.Handle(Request("GET", "/global/y"), again.Respond());
+  CHECK_FALSE(again.response);  // held
+  deadlines.FireAll();
+  CHECK(again.response->status == 404);
+}
+
+TEST_CASE("a PUT the store has no room for is answered 503 with a short body") {
+  KvStore store(300);
+  KvHandler handler(&store);
+  Answer put;
+  handler.Handle(Request("PUT", "/global/0", std::string(400, 'x')), put.Respond());
+  REQUIRE(put.response);
+  CHECK(put.response->status == 503);
+  CHECK(put.body() == "the rendezvous store is full (0 MiB): no more keys are taken\n");
+  CHECK_FALSE(store.Get("global", "0").has_value());
+}

@@ -95,7 +95,7 @@ TEST_CASE("a waiter is called once by the Put that sets its key, with the stored
   int calls = 0;
   etrun::rendezvous::KvValue got;
   uint64_t ticket = 0;
-  CHECK_FALSE(store.FindOrWait("global", "2", [&](etrun::rendezvous::KvValue v) { ++calls, got = v; }, &ticket));
+  CHECK_FALSE(store.FindOrWait("global", "2", [&](etrun::rendezvous::KvValue v) { ++calls, got = v; }, &ticket, 10));
   store.Put("global", "1", "other key");
   CHECK(calls == 0);
   store.Put("global", "2", "mine");
@@ -111,8 +111,8 @@ TEST_CASE("a cancelled waiter is never called; Init and scope clearing call no w
   store.Init(Plan());
   int calls = 0;
   uint64_t first = 0, second = 0;
-  store.FindOrWait("global", "2", [&](etrun::rendezvous::KvValue) { ++calls; }, &first);
-  store.FindOrWait("global", "2", [&](etrun::rendezvous::KvValue) { ++calls; }, &second);
+  store.FindOrWait("global", "2", [&](etrun::rendezvous::KvValue) { ++calls; }, &first, 10);
+  store.FindOrWait("global", "2", [&](etrun::rendezvous::KvValue) { ++calls; }, &second, 10);
   CHECK(store.waiter_count() == 2);
   CHECK(store.CancelWait(first));
   store.Init(Plan());
@@ -128,4 +128,55 @@ TEST_CASE("Init and Resize count generations") {
   store.Init(Plan());
   store.Resize(Plan());
   CHECK(store.generation() == g + 2);
+}
+
+TEST_CASE("at most max_waiters wait; past that a missing key registers nothing") {
+  KvStore store;
+  uint64_t ticket = 0;
+  CHECK_FALSE(store.FindOrWait("global", "1", [](etrun::rendezvous::KvValue) {}, &ticket, 1));
+  CHECK(ticket != 0);
+  CHECK_FALSE(store.FindOrWait("global", "2", [](etrun::rendezvous::KvValue) {}, &ticket, 1));
+  CHECK(ticket == 0);
+  CHECK(store.waiter_count() == 1);
+  store.Put("global", "2", "v");  // a present key is still found, whatever the count
+  CHECK(*store.FindOrWait("global", "2", [](etrun::rendezvous::KvValue) {}, &ticket, 1) == "v");
+}
+
+TEST_CASE("the store holds no more bytes than its cap; freed bytes make room again") {
+  // Given a 1,000-byte cap (each entry costs its key, value and kEntryOverhead; a scope its
+  // name and kEntryOverhead), Puts are taken until the next would pass it, then refused with
+  // nothing stored; a replaced value counts once; deleting and Init free their bytes.
+  KvStore store(1000);
+  const size_t entry = KvStore::kEntryOverhead;
+  CHECK(store.Put("s", "k", std::string(100, 'x')));
+  CHECK(store.bytes() == (1 + entry) + (1 + 100 + entry));
+  CHECK(store.Put("s", "k", std::string(200, 'y')));  // replaced, not added
+  CHECK(store.bytes() == (1 + entry) + (1 + 200 + entry));
+  CHECK_FALSE(store.Put("s", "big", std::string(1000, 'z')));
+  CHECK_FALSE(store.Get("s", "big").has_value());
+  int taken = 0;
+  while (store.Put("s", "k" + std::to_string(taken), std::string(50, 'v'))) ++taken;
+  CHECK(taken == 3);  // 1000 - 458 = 542 bytes left: three entries of 180
+  CHECK(store.bytes() <= store.byte_cap());
+  store.Delete("s", "k0");  // an ad-hoc scope loses the key and its bytes
+  CHECK(store.Put("s", "kz", std::string(50, 'v')));
+  store.Init(Plan());
+  CHECK(store.bytes() == 0);
+  CHECK(store.Put("global", "0", std::string(700, 'v')));
+  store.Delete("global", "0");
+  store.Delete("global", "1");
+  store.Delete("global", "2");  // the planned scope is done: cleared
+  CHECK(store.bytes() == 0);
+}
+
+TEST_CASE("the byte cap is 1 GiB, or 1 KiB per pair of workers of the largest world sized") {
+  KvStore store;
+  CHECK(store.byte_cap() == size_t{1} << 30);
+  store.Init(Plan());
+  CHECK(store.byte_cap() == size_t{1} << 30);
+  std::vector<SlotInfo> big{{"a", 0, 2048, 0, 2048, 0, 1}};
+  store.Resize(big);
+  CHECK(store.byte_cap() == size_t{2048} * 2048 * 1024);  // 4 GiB
+  store.Init(Plan());  // a smaller world later keeps the larger cap
+  CHECK(store.byte_cap() == size_t{2048} * 2048 * 1024);
 }
