@@ -197,5 +197,9 @@ def test_a_flood_from_one_address_is_refused_past_its_share_while_the_job_meets(
     text = err.decode()
     assert text.count("refused rendezvous connections from 127.0.0.2: it has 4096 open") == 1, text
     # ~4,100 open connections and 13 reserved 20 MB bodies (reserved, barely touched): +13 MiB on
-    # the 2-core development VM (8.6 MiB before, 22 MiB at the peak).
-    assert max(rss) - rss[0] < 48 * 1024, (rss[0], max(rss))
+    # the 2-core development VM (8.6 MiB before, 22 MiB at the peak). An AddressSanitizer etrun
+    # keeps freed blocks in its quarantine and their shadow beside them (+56 MiB in CI,
+    # 2026-11-29); its bound is four times the plain one, still far below the 800 MB that 40
+    # unbounded 20 MB bodies would take.
+    bound = 4 * 48 * 1024 if "ASAN_OPTIONS" in os.environ else 48 * 1024
+    assert max(rss) - rss[0] < bound, (rss[0], max(rss))
