@@ -28,12 +28,17 @@ Launcher-side cost: /proc is sampled every 50 ms while the launcher runs; "procs
 number of its descendants (the launcher process itself not counted), "RSS" the largest sum of the
 resident set of the launcher and its descendants (a shared page counts in every process that
 maps it).
+Order: within a run the launchers go one after another with nothing between them, so "etrun
+ssh" starts while mpirun's job of the same size (its orteds, ranks and SSH sessions, thousands of
+processes at 128 x 32) is still tearing down on the same hosts: the busy neighbour a launcher
+meets after another job. --settle S waits S seconds before every launch instead (a quiet machine).
+
 "up" counts the output lines that are `up` (etrun's `[i]<stdout>:up`); a run is good when the
 launcher exits 0 and every rank printed it. A failed run is reported with its first error line.
 
 usage: scale.py ETRUN [--sizes 8x1,8x4,8x8,8x16,16x16] [--login empty,slow] [--runs 3]
                       [--timeout 120] [--lock host|shared] [--sshd-limits default|bed]
-                      [--remote-shell TEMPLATE] [--json FILE] [--cleanup]
+                      [--remote-shell TEMPLATE] [--settle SECONDS] [--json FILE] [--cleanup]
 Needs root (network namespaces, sshd, useradd); Open MPI optional. Prints a Markdown table.
 """
 import argparse
@@ -408,6 +413,8 @@ def main():
                     help="sshd's defaults (MaxStartups 10:30:100) or the bed's own (100)")
     ap.add_argument("--remote-shell", default="ssh {host}",
                     help="etrun rs's --remote-shell template (default %(default)r)")
+    ap.add_argument("--settle", type=float, default=0,
+                    help="seconds to wait before every launch (default 0: right after the last)")
     ap.add_argument("--json", help="also write every run's result to this file")
     ap.add_argument("--cleanup", action="store_true",
                     help="only remove what an interrupted run left (its users, beds, work dirs)")
@@ -436,6 +443,8 @@ def main():
             raise SystemExit(f"scale: --login: {x!r} is neither empty nor slow")
     if a.runs < 1:
         raise SystemExit("scale: --runs must be at least 1")
+    if a.settle < 0:
+        raise SystemExit("scale: --settle must be 0 or more seconds")
 
     def on_signal(signum, _):
         raise SystemExit(128 + signum)  # so the finally below tears everything down
@@ -483,7 +492,10 @@ def main():
             log(f"scale: login {logins_note[-1]}")
         notes = [f"sshd limits on every host: {limits}", "logins: " + "; ".join(logins_note),
                  f"etrun {etrun}", f"{a.runs} run(s) per cell, median of the good ones; "
-                 f"timeout {a.timeout:g} s"]
+                 f"timeout {a.timeout:g} s",
+                 f"{a.settle:g} s of quiet before every launch" if a.settle else
+                 "every launch right after the last (etrun ssh right after mpirun's job of the "
+                 "same size)"]
         if not shutil.which("horovodrun"):
             notes.append("horovodrun: not on PATH, skipped")
         if not shutil.which("mpirun"):
@@ -498,6 +510,7 @@ def main():
                 for i in range(a.runs):
                     for lname, argv in cmds:  # interleaved: drift hits every launcher alike
                         names.add(lname)
+                        time.sleep(a.settle)
                         r = run_once(bed, users[login], argv, nh * nr, a.timeout)
                         per.setdefault(lname, []).append(r)
                         runs.append(dict(r, layout=layout, login=login, launcher=lname, run=i + 1))
