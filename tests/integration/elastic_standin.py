@@ -764,8 +764,10 @@ class State:
 
     def sync(self, mesh):
         nonce = int.from_bytes(os.urandom(7), "big")
-        self.saved, self.sid, self.nonce = mesh.broadcast(b"S", "<qqq",
-                                                          (self.saved, self.sid, nonce))
+        # The total travels with the state: rank 0 may have decided it (--steps-file) before a
+        # reset that brought in a worker who has not heard it.
+        self.saved, self.sid, self.nonce, self.steps = mesh.broadcast(
+            b"S", "<qqqq", (self.saved, self.sid, nonce, self.steps))
         self.step = self.saved
         record(f"sync {self.saved} {self.sid} {self.nonce} {mesh.rank} {mesh.size}")
 
@@ -792,13 +794,14 @@ class State:
         done = int(self.step >= total)
         prev, self.last_ts, flags, done = mesh.broadcast(
             b"D", "<qqBB", (prev, last, int(flags), done))
+        if Ctx.steps_file and done:
+            # Rank 0 read the total: its word is final, also when a reset comes first (after it,
+            # training is over: the loop's condition, not another step, says so).
+            self.steps = self.step
         if self.last_ts > prev:
             log(f"hosts updated {prev} -> {self.last_ts} flags {flags}")
             raise HostsUpdatedInterrupt(flags == HostUpdateResult.removed)
-        if Ctx.steps_file:
-            if done:
-                self.steps = self.step  # rank 0 read the total: its word is final
-        elif bool(done) != (self.step >= self.steps):
+        if not Ctx.steps_file and bool(done) != (self.step >= self.steps):
             raise Deviation(f"rank 0 says done={done} at step {self.step} of {self.steps}")
         return bool(done)
 
