@@ -203,21 +203,7 @@ bool ControlServer::Start(const std::string& job, std::string* err, const std::s
   }
   std::string dir = RegistryDir(err, sub);
   if (dir.empty()) return false;
-  beast::error_code ec;
-  auto ip = asio::ip::make_address_v4(address, ec);
-  if (ec) {
-    *err = "cannot listen on '" + address + "': not an IPv4 address";
-    return false;
-  }
-  tcp::endpoint endpoint(ip, static_cast<unsigned short>(port));
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    *err = "cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message();
-    return false;
-  }
+  if (!rendezvous::OpenListener(acceptor_, address, port, err)) return false;
   Accept();
   // Clients on this machine reach an endpoint open to every interface over loopback.
   entry_.address = address == "0.0.0.0" ? "127.0.0.1" : address;

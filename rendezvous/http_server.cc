@@ -250,7 +250,7 @@ HttpServer::~HttpServer() {
   }
 }
 
-bool HttpServer::Listen(const std::string& address, int port, std::string* err) {
+bool OpenListener(tcp::acceptor& acceptor, const std::string& address, int port, std::string* err) {
   beast::error_code ec;
   auto ip = asio::ip::make_address_v4(address, ec);
   if (ec) {
@@ -258,14 +258,19 @@ bool HttpServer::Listen(const std::string& address, int port, std::string* err) 
     return false;
   }
   tcp::endpoint endpoint(ip, static_cast<unsigned short>(port));
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     *err = "cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message();
     return false;
   }
+  return true;
+}
+
+bool HttpServer::Listen(const std::string& address, int port, std::string* err) {
+  if (!OpenListener(acceptor_, address, port, err)) return false;
   port_ = acceptor_.local_endpoint().port();
   limits_ = Applied(limits_);
   caps_ = std::make_shared<ServerCaps>(limits_.max_connections, limits_.max_connections_per_peer,

@@ -96,6 +96,12 @@ struct HttpLimits {
   size_t max_body_bytes_in_flight = size_t{1} << 30;
 };
 
+// Opens `acceptor` and listens on IPv4 `address`:`port` (0: a free port) with SO_REUSEADDR and the
+// kernel's longest backlog: the rendezvous store's and the control endpoints' listeners. False,
+// with one line in *err naming the address, when it cannot.
+bool OpenListener(boost::asio::ip::tcp::acceptor& acceptor, const std::string& address, int port,
+                  std::string* err);
+
 class HttpServer {
  public:
   HttpServer(boost::asio::io_context* io, HttpHandler* handler, HttpLimits limits = {});

@@ -19,7 +19,7 @@ import pytest
 from conftest import ETRUN, PYTHON, processes_with_marker, rank_lines, wait_until
 from test_elastic_protocol import committed_steps, sizes_in_order
 from test_multihost import marked_on
-from test_store_security import USER_WARNING, as_nobody, gated_job, get, needs_root, release
+from test_store_security import USER_WARNING, gated_job, meet_while_nobody_tries, needs_root
 from testbed import bed_fixture
 
 HOROVOD_PATH = os.environ.get("ETRUN_HOROVOD_PATH", "")
@@ -167,27 +167,7 @@ def test_another_user_is_refused_while_two_real_workers_meet_on_this_machine(tmp
     # 403 before and while they meet (hvd.init's Gloo rendezvous), the key is not stored, and the
     # workers' allreduce still completes.
     proc, port = gated_job(tmp_path, 2, [PYTHON, HOROVOD_WORKER, "--static"], env=horovod_env(marker_env))
-    codes = []
-    try:
-        url = f"http://127.0.0.1:{port}/global/evil"
-        assert as_nobody("-X", "PUT", "--data", "evil", url) == "403"
-        assert get(port, "/global/evil") == 404
-        stop = threading.Event()
-
-        def keep_trying():
-            while not stop.is_set():
-                codes.append(as_nobody("-X", "PUT", "--data", "evil", url))
-
-        trier = threading.Thread(target=keep_trying)
-        trier.start()
-        release(tmp_path)
-        out, err = proc.communicate(timeout=120)
-        stop.set()
-        trier.join()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    out, err, codes = meet_while_nobody_tries(tmp_path, proc, port)
     assert proc.returncode == 0, err.decode()
     assert rank_lines(out.decode()) == {0: ["sum 2 rank 0 size 2"], 1: ["sum 2 rank 1 size 2"]}, out.decode()
     assert "403" in codes and set(codes) <= {"403", "000"}, codes

@@ -73,10 +73,10 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="runs curl as the user
 
 
 @needs_root
-def test_another_user_of_this_machine_is_refused_and_the_workers_still_meet(tmp_path):
-    # Given a job of 4 stand-ins run by root, nobody's PUT and GET get 403 before and while the
-    # workers meet; the key is not stored (root's GET: 404); the job finishes; one warning line.
-    proc, port = gated_job(tmp_path, 4, [PYTHON, STANDIN])
+def meet_while_nobody_tries(tmp_path, proc, port):
+    """The user nobody's PUT and GET on the store of gated_job's `proc` get 403 and store nothing
+    (root's GET: 404); then the workers are released, and nobody keeps trying to PUT while they
+    meet. Returns (stdout, stderr, nobody's HTTP codes)."""
     codes = []
     try:
         url = f"http://127.0.0.1:{port}/global/evil"
@@ -99,6 +99,14 @@ def test_another_user_of_this_machine_is_refused_and_the_workers_still_meet(tmp_
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+    return out, err, codes
+
+
+def test_another_user_of_this_machine_is_refused_and_the_workers_still_meet(tmp_path):
+    # Given a job of 4 stand-ins run by root, nobody's PUT and GET get 403 before and while the
+    # workers meet; the key is not stored (root's GET: 404); the job finishes; one warning line.
+    proc, port = gated_job(tmp_path, 4, [PYTHON, STANDIN])
+    out, err, codes = meet_while_nobody_tries(tmp_path, proc, port)
     assert proc.returncode == 0, err.decode()
     assert rank_lines(out.decode()) == {r: [f"rendezvous ok rank {r}"] for r in range(4)}
     assert "403" in codes and set(codes) <= {"403", "000"}, codes  # 000: etrun had exited
