@@ -19,7 +19,7 @@ import pytest
 from conftest import ETRUN, PYTHON, processes_with_marker, rank_lines, wait_until
 from test_elastic_protocol import committed_steps, sizes_in_order
 from test_multihost import marked_on
-from test_store_security import USER_WARNING, gated_job, meet_while_nobody_tries, needs_root
+from test_store_security import USER_WARNING, gated_job, meet_under_flood, meet_while_nobody_tries, needs_root
 from testbed import bed_fixture
 
 HOROVOD_PATH = os.environ.get("ETRUN_HOROVOD_PATH", "")
@@ -172,6 +172,17 @@ def test_another_user_is_refused_while_two_real_workers_meet_on_this_machine(tmp
     assert rank_lines(out.decode()) == {0: ["sum 2 rank 0 size 2"], 1: ["sum 2 rank 1 size 2"]}, out.decode()
     assert "403" in codes and set(codes) <= {"403", "000"}, codes
     assert err.decode().count(USER_WARNING) == 1, err.decode()
+
+
+def test_real_workers_start_and_finish_while_one_address_floods_the_store(tmp_path, marker_env):
+    # Given a 2-rank job of real workers admitting 127.0.0.2, that address holds 4,300 idle
+    # connections and 40 slow senders open: it is refused past its share, the workers' hvd.init()
+    # and allreduce complete, and etrun's memory stays bounded.
+    code, out, err = meet_under_flood(tmp_path, 2, [PYTHON, HOROVOD_WORKER, "--static"],
+                                      env=horovod_env(marker_env))
+    assert code == 0, err
+    assert rank_lines(out) == {0: ["sum 2 rank 0 size 2"], 1: ["sum 2 rank 1 size 2"]}, out
+    assert processes_with_marker(next(iter(marker_env.values()))) == []
 
 
 def test_real_workers_grow_from_two_hosts_to_three_and_shrink_back(bed, tmp_path, marker_env):

@@ -172,16 +172,16 @@ class Flood:
             key.fileobj.close()
 
 
-def test_a_flood_from_one_address_is_refused_past_its_share_while_the_job_meets(tmp_path):
-    # Given a job of 4 stand-ins admitting 127.0.0.2, that address opens 40 slow senders and
-    # 4,300 idle connections (4,096 is one address's share) and keeps them up: the connections
-    # past its share and the bodies past its share of bytes get 503 at once, the workers (from
-    # 127.0.0.1) meet and finish, one warning names the address, and etrun's RSS stays bounded.
+def meet_under_flood(tmp_path, np, command, env=None):
+    """gated_job(NP, command) admitting 127.0.0.2, which opens 40 slow senders and 4,300 idle
+    connections (4,096 is one address's share) and keeps them up; once refusals come back the
+    workers are released and meet. Checks that the flood was refused past its share, in one
+    warning, and that etrun's RSS stayed bounded. Returns (etrun's exit code, stdout, stderr)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard < 6000:
         pytest.skip(f"needs 6,000 open files, the limit is {hard}")
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    proc, port = gated_job(tmp_path, 4, [PYTHON, STANDIN], ["--rendezvous-allow", "127.0.0.2/32"])
+    proc, port = gated_job(tmp_path, np, command, ["--rendezvous-allow", "127.0.0.2/32"], env=env)
     flood = Flood(port, idle=PER_PEER + 204, slow=40)
     rss = [vm_rss_kib(proc.pid)]
     try:
@@ -200,8 +200,6 @@ def test_a_flood_from_one_address_is_refused_past_its_share_while_the_job_meets(
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    assert rank_lines(out.decode()) == {r: [f"rendezvous ok rank {r}"] for r in range(4)}
     text = err.decode()
     assert text.count("refused rendezvous connections from 127.0.0.2: it has 4096 open") == 1, text
     # ~4,100 open connections and 13 reserved 20 MB bodies (reserved, barely touched): +13 MiB on
@@ -211,3 +209,14 @@ def test_a_flood_from_one_address_is_refused_past_its_share_while_the_job_meets(
     # unbounded 20 MB bodies would take.
     bound = 4 * 48 * 1024 if "ASAN_OPTIONS" in os.environ else 48 * 1024
     assert max(rss) - rss[0] < bound, (rss[0], max(rss))
+    return proc.returncode, out.decode(), text
+
+
+def test_a_flood_from_one_address_is_refused_past_its_share_while_the_job_meets(tmp_path):
+    # Given a job of 4 stand-ins admitting 127.0.0.2, that address opens 40 slow senders and
+    # 4,300 idle connections (4,096 is one address's share) and keeps them up: the connections
+    # past its share and the bodies past its share of bytes get 503 at once, the workers (from
+    # 127.0.0.1) meet and finish, one warning names the address, and etrun's RSS stays bounded.
+    code, out, err = meet_under_flood(tmp_path, 4, [PYTHON, STANDIN])
+    assert code == 0, err
+    assert rank_lines(out) == {r: [f"rendezvous ok rank {r}"] for r in range(4)}
