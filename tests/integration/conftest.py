@@ -2,6 +2,7 @@
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -64,6 +65,23 @@ def processes_with_marker(marker):
         except OSError:
             continue
     return found
+
+
+def store_get(port, path, source="127.0.0.1"):
+    """GET `path` from the rendezvous store on this machine's `port`, from the address `source`;
+    returns the status line's code."""
+    with socket.socket() as s:
+        s.bind((source, 0))
+        s.settimeout(30)
+        s.connect(("127.0.0.1", port))
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n".encode())
+        reply = b""
+        while b"\r\n" not in reply:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    return int(reply.split()[1])
 
 
 def wait_until(predicate, timeout=20.0, interval=0.05):

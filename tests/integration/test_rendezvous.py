@@ -1,12 +1,11 @@
 """Horovod's static Gloo rendezvous against etrun's HTTP store, through the real binary."""
 import os
 import signal
-import socket
 import subprocess
 
 import pytest
 
-from conftest import ETRUN, PYTHON, rank_lines, run_etrun
+from conftest import ETRUN, PYTHON, rank_lines, run_etrun, store_get
 
 STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "horovod_standin.py")
 
@@ -32,22 +31,6 @@ def test_three_hosts_with_uneven_slots():
     assert len(rank_lines(r.stdout.decode())) == 5
 
 
-def probe(port, source):
-    """GET through etrun's rendezvous server from `source`; returns the status line's code."""
-    with socket.socket() as s:
-        s.bind((source, 0))
-        s.settimeout(10)
-        s.connect(("127.0.0.1", port))
-        s.sendall(b"GET /probe/key HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
-        reply = b""
-        while b"\r\n" not in reply:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            reply += chunk
-    return int(reply.split()[1])
-
-
 @pytest.mark.parametrize("allow", [[], ["--rendezvous-allow", "127.0.0.0/29"]])
 def test_the_rendezvous_server_refuses_peers_that_are_not_job_hosts(allow):
     # 127.0.0.7 is a loopback address but not this job's host (etrun treats 127.0.0.2+ as other
@@ -58,8 +41,8 @@ def test_the_rendezvous_server_refuses_peers_that_are_not_job_hosts(allow):
     try:
         line = proc.stdout.readline().decode()
         port = int(line.split("port ")[1])
-        assert probe(port, "127.0.0.1") == 404  # the job's own host: a missing key
-        codes = [probe(port, "127.0.0.7") for _ in range(3)]
+        assert store_get(port, "/probe/key", "127.0.0.1") == 404  # the job's own host: a missing key
+        codes = [store_get(port, "/probe/key", "127.0.0.7") for _ in range(3)]
         assert codes == ([404] * 3 if allow else [403] * 3)
     finally:
         proc.send_signal(signal.SIGTERM)

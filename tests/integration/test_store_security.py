@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import ETRUN, PYTHON, rank_lines, wait_until
+from conftest import ETRUN, PYTHON, rank_lines, store_get, wait_until
 
 STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "horovod_standin.py")
 USER_WARNING = ("refused rendezvous connections from user 65534 on this machine (only the job's user "
@@ -39,19 +39,6 @@ def gated_job(tmp_path, np, command, extra=(), env=None):
 
 def release(tmp_path):
     (tmp_path / "go").touch()
-
-
-def get(port, path):
-    """GET from this process (root: the job's user); returns the status."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n".encode())
-        reply = b""
-        while b"\r\n" not in reply:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            reply += chunk
-    return int(reply.split()[1])
 
 
 def as_nobody(*curl_args):
@@ -82,7 +69,7 @@ def meet_while_nobody_tries(tmp_path, proc, port):
         url = f"http://127.0.0.1:{port}/global/evil"
         assert as_nobody("-X", "PUT", "--data", "evil", url) == "403"
         assert as_nobody(url) == "403"
-        assert get(port, "/global/evil") == 404
+        assert store_get(port, "/global/evil") == 404
         stop = threading.Event()
 
         def keep_trying():
