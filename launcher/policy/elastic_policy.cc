@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -67,7 +69,22 @@ std::optional<int> SupervisableRanks(const JobConfig& config, const FileLimit* l
   return have > 64 ? static_cast<int>(std::min<rlim_t>((have - 64) / FilesPerRank(config), INT32_MAX)) : 0;
 }
 
-ElasticPolicy::ElasticPolicy() : random_(std::random_device{}()) {}
+// The cooldown jitter's seed, from the kernel. Not std::random_device: its libstdc++ object calls
+// glibc 2.36's arc4random, and linked statically (CMakeLists.txt) it alone would raise the glibc
+// that etrun needs from 2.35 (Ubuntu 22.04) to 2.36. A jitter seed need not be secret: should
+// getrandom fail, the pid and the clock are enough to keep two launchers apart.
+namespace {
+
+unsigned JitterSeed() {
+  unsigned seed = 0;
+  if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) == static_cast<ssize_t>(sizeof(seed))) return seed;
+  auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  return static_cast<unsigned>(now) ^ (static_cast<unsigned>(getpid()) << 16);
+}
+
+}  // namespace
+
+ElasticPolicy::ElasticPolicy() : random_(JitterSeed()) {}
 
 ElasticPolicy::~ElasticPolicy() {
   if (source_ != nullptr) source_->Stop();  // its thread may still post to the loop
