@@ -20,7 +20,8 @@ ETRUN_TEST_PACKAGES=(
   python3-pytest python3-mpi4py strace hyperfine wrk time openssh-server shellcheck
   slurm-wlm munge busybox-static
   libtorch-dev pybind11-dev python3-dev python3-cffi python3-cloudpickle python3-psutil
-  python3-yaml python3-packaging python3-setuptools python3-wheel python3-pip libeigen3-dev
+  python3-yaml python3-packaging python3-setuptools python3-wheel python3-pip python3-venv
+  libeigen3-dev
 )
 
 ensure_packages() {
