@@ -4,7 +4,7 @@
 # test bed's hosts, slurm-wlm and munge for the Slurm cluster on the test bed, busybox-static for
 # the agent's container tests (test_pods), shellcheck, load
 # and timing tools, and what building real Horovod for its tests needs: scripts/horovod.sh);
-# scripts/test.sh installs both. `ensure_packages [PKG...]` installs those of
+# scripts/test.sh installs both (python3-venv: the wheel's test, test_wheel). `ensure_packages [PKG...]` installs those of
 # the given packages (default: ETRUN_PACKAGES) that are missing. When another apt or dpkg holds
 # the package locks (a fresh machine's own updates often do), it says so in one line and waits,
 # at most ETRUN_APT_LOCK_TIMEOUT seconds (default 600), then fails with one line.
