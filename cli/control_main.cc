@@ -125,6 +125,49 @@ int StatusMain(int argc, char** argv) {
   return 0;
 }
 
+int DumpMain(int argc, char** argv) {
+  CLI::App app("Shows where every rank of a running job is: each Python rank's stack (all "
+               "threads; under --hang-timeout), each other rank's kernel state, and in one line "
+               "which ranks are where. The stacks also go to the job's own output.", kDumpVerb);
+  std::string name;
+  bool as_json = false;
+  app.add_option("job", name, "The job's name (see etrun list); optional when only one runs.");
+  app.add_flag("--json", as_json, "Prints the dump as one JSON object.");
+  if (int code = Parse(app, argc, argv); code >= 0) return code;
+  JobEntry job;
+  std::string err, reply;
+  if (!control::FindJob(name, &job, &err)) return Error(err, 1);
+  int code = control::ControlRequest(job, "GET", "/dump", "", &reply, &err, std::chrono::seconds(30));
+  if (code == 0) return Error(err, 1);
+  json document = json::parse(reply, nullptr, false);
+  if (code != 200 || document.is_discarded() || !document.is_object()) {
+    return Error(fmt::format("job '{}' answered {}: {}", job.job, code, reply), 1);
+  }
+  if (as_json) {
+    std::cout << document.dump(2) << "\n";
+    return 0;
+  }
+  for (const json& r : document.value("ranks", json::array())) {
+    std::string prefix = fmt::format("[{}]<stack>:", r.value("rank", -1));
+    std::string stack = r.value("stack", "");
+    if (stack.empty()) {
+      std::string state = r.contains("state") && r["state"].is_string() ? r["state"].get<std::string>()
+                                                                          : "no state known";
+      std::cout << prefix << "no Python stack; " << state << "\n";
+      continue;
+    }
+    size_t start = 0;
+    while (start < stack.size()) {
+      size_t end = stack.find('\n', start);
+      if (end == std::string::npos) end = stack.size();
+      std::cout << prefix << std::string_view(stack).substr(start, end - start) << "\n";
+      start = end + 1;
+    }
+  }
+  std::cout << "etrun: dump of '" << job.job << "': " << document.value("summary", "") << "\n";
+  return 0;
+}
+
 int ListMain(int argc, char** argv) {
   CLI::App app("Lists this user's running etrun jobs.", kListVerb);
   bool as_json = false;

@@ -1,6 +1,7 @@
 #include "cli/flag_checks.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <algorithm>
@@ -10,7 +11,10 @@
 #include <type_traits>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "cli/flag_validators.h"
+#include "launcher/process/environment.h"
 #include "launcher/mpi/mpi_command.h"
 #include "launcher/ssh/remote_shell.h"
 #include "rendezvous/access_list.h"
@@ -259,6 +263,41 @@ bool CheckMpi(const FlagTable& t, const JobConfig& c, std::string* err) {
              " and pin GPUs by OMPI_COMM_WORLD_LOCAL_RANK in the script";
       return false;
     }
+  }
+  return true;
+}
+
+bool HangTimeoutFromEnv(const FlagTable& t, const std::vector<std::string>& env, JobConfig* c,
+                        std::string* err) {
+  if (c->hang_timeout_s) {
+    if (!(*c->hang_timeout_s > 0)) {
+      *err = "--hang-timeout: expected seconds above 0, got " + fmt::format("{:g}", *c->hang_timeout_s);
+      return false;
+    }
+  } else if (std::string value = launcher::EnvValue(env, "ETRUN_HANG_TIMEOUT"); !value.empty()) {
+    char* end = nullptr;
+    double seconds = strtod(value.c_str(), &end);
+    if (end == value.c_str() || *end != '\0' || !(seconds > 0) || seconds > 1e9) {
+      *err = "ETRUN_HANG_TIMEOUT: expected seconds above 0, got '" + value +
+             "': set it to a number such as 300, or unset it";
+      return false;
+    }
+    c->hang_timeout_s = seconds;
+  }
+  if (t.Given("--hang-action") && !c->hang_timeout_s) {
+    *err = "--hang-action acts on a hang that --hang-timeout SECONDS (or $ETRUN_HANG_TIMEOUT) "
+           "detects: give one";
+    return false;
+  }
+  if (c->hang_action == HangAction::kRestart && !c->elastic()) {
+    *err = "--hang-action restart treats the odd ranks' hosts as failed, which only an elastic job "
+           "survives: add --min-np (or --host-discovery-script), or use --hang-action abort";
+    return false;
+  }
+  if (c->hang_timeout_s && c->controller == Controller::kMpi) {
+    *err = "--mpi and --hang-timeout cannot be used together: mpirun's ranks are not etrun's to "
+           "dump; leave out one of them";
+    return false;
   }
   return true;
 }

@@ -46,6 +46,11 @@ bool ReadHostList(const std::string& hosts, const std::string& hostfile,
 // decides local ranks), and --mpi-args/--binding-args that split like shell words.
 bool CheckMpi(const FlagTable& table, const JobConfig& config, std::string* err);
 
+// --hang-timeout, else $ETRUN_HANG_TIMEOUT (seconds above 0), and --hang-action's rules: it needs
+// the timeout; restart needs an elastic job; --mpi's ranks are mpirun's, not etrun's to dump.
+bool HangTimeoutFromEnv(const FlagTable& table, const std::vector<std::string>& env,
+                        JobConfig* config, std::string* err);
+
 // None of the flags whose feature lands in a later release was given.
 bool CheckNotSupportedYet(const FlagTable& table, std::string* err);
 

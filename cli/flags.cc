@@ -406,6 +406,24 @@ void FlagTable::AddLibraryAndLogging(JobConfig* c) {
       "milliseconds).")
       ->type_name("STYLE")
       ->check(OneOf("--timestamp-format", {"asctime", "iso"}));
+  Optional<double>("--hang-timeout", &c->hang_timeout_s,
+                   "Seconds with no output from any rank and no rank started or ended after which "
+                   "etrun dumps every Python rank's stack (all threads, no change to the script), "
+                   "shows the others' kernel state and says in one line which ranks are where "
+                   "(default: $ETRUN_HANG_TIMEOUT, else off).")
+      ->type_name("SECONDS");
+  Value<std::string>(
+      "--hang-action",
+      [c](const std::string& v) {
+        c->hang_action = v == "abort"   ? HangAction::kAbort
+                         : v == "restart" ? HangAction::kRestart
+                                          : HangAction::kDump;
+      },
+      "What a hang then does: dump (default: the job goes on, dumped again after the next "
+      "--hang-timeout of silence), abort (stops every rank; etrun exits 124) or restart (elastic "
+      "jobs: the odd ranks' hosts count as failed).")
+      ->type_name("ACTION")
+      ->check(OneOf("--hang-action", {"dump", "abort", "restart"}));
   Optional<int>("--gpus-per-rank", &c->gpus_per_rank,
                 "Gives each rank N GPUs of its host: local rank i gets CUDA_VISIBLE_DEVICES "
                 "i*N..i*N+N-1.")
@@ -560,6 +578,7 @@ ParseOutcome ParseArgsUnguarded(const std::vector<std::string>& args, JobConfig*
         "no command to run: put it after the options, e.g. etrun -np 2 python3 train.py");
   }
   if (!CheckNotSupportedYet(table, &err) || !CheckMpi(table, parsed, &err)) return UsageError(err);
+  if (!HangTimeoutFromEnv(table, env, &parsed, &err)) return UsageError(err);
   parsed.command = std::move(normalized.command);
   // Read once, here. A bad list is no usage error: the runtime reports host_list_error as the
   // job's cause (job_start and job_end in the events file, exit 2), as it did when it parsed.

@@ -51,6 +51,7 @@ int VerbMain(int argc, char** argv) {
   if (strcmp(argv[1], cli::kStatusVerb) == 0) return cli::StatusMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kListVerb) == 0) return cli::ListMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kScaleVerb) == 0) return cli::ScaleMain(argc - 1, argv + 1);
+  if (strcmp(argv[1], cli::kDumpVerb) == 0) return cli::DumpMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kReportVerb) == 0) return cli::ReportMain(argc - 1, argv + 1);
   if (strcmp(argv[1], cli::kPoolVerb) == 0) return cli::PoolMain(argc - 1, argv + 1);
   return -1;

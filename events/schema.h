@@ -15,6 +15,10 @@ inline constexpr char kHostBlacklisted[] = "host_blacklisted";
 inline constexpr char kHostResurrected[] = "host_resurrected";
 // A host whose agent is silent but that is still reachable: given --unresponsive-host-timeout.
 inline constexpr char kHostLate[] = "host_late";
+// The hang watchdog's verdict (--hang-timeout): reason ("no output for 300 s"), verdict (the
+// line etrun printed), waiting_in (the most common place, "" when none), odd_ranks, odd_hosts,
+// action (dump, abort, restart).
+inline constexpr char kHang[] = "hang";
 inline constexpr char kRound[] = "round";
 inline constexpr char kRankStarted[] = "rank_started";
 inline constexpr char kRankExited[] = "rank_exited";
@@ -67,6 +71,11 @@ inline constexpr char kReason[] = "reason";        // also discovery_failed, res
 inline constexpr char kCooldownS[] = "cooldown_s";
 inline constexpr char kSilentS[] = "silent_s";      // host_late: seconds without a word
 inline constexpr char kBoundS[] = "bound_s";        // host_late: --unresponsive-host-timeout
+inline constexpr char kVerdict[] = "verdict";       // hang
+inline constexpr char kWaitingIn[] = "waiting_in";  // hang
+inline constexpr char kOddRanks[] = "odd_ranks";    // hang
+inline constexpr char kOddHosts[] = "odd_hosts";    // hang
+inline constexpr char kAction[] = "action";         // hang
 // round
 inline constexpr char kRound[] = "round";          // also rank_started
 inline constexpr char kWorldSize[] = "world_size";

@@ -40,6 +40,9 @@ inline constexpr double kDefaultUnresponsiveHostTimeoutS = 20.0;  // --unrespons
 // whether Horovod was built with MPI.
 enum class Controller { kDefault, kGloo, kMpi, kJsrun };
 
+// --hang-action: what the hang watchdog (launcher/hang/hang_watch.h) does after its dump.
+enum class HangAction { kDump, kAbort, kRestart };
+
 // The tunable flags of spec §1.3; each becomes a worker environment variable when set.
 struct Tunables {
   std::optional<int64_t> fusion_threshold_mb;
@@ -127,6 +130,8 @@ struct JobConfig {
   std::optional<int> gpus_per_rank;            // --gpus-per-rank N: CUDA_VISIBLE_DEVICES per rank
   std::optional<int> ranks_per_gpu;            // --ranks-per-gpu K: K ranks share one GPU
   std::optional<int> rendezvous_threads;       // --rendezvous-threads N: the store's threads
+  std::optional<double> hang_timeout_s;        // --hang-timeout, else $ETRUN_HANG_TIMEOUT; none: off
+  HangAction hang_action = HangAction::kDump;  // --hang-action
 
   // The worker command, argv-style; never re-parsed by a shell.
   std::vector<std::string> command;
@@ -147,6 +152,8 @@ struct JobConfig {
   double unresponsive_host_timeout() const {
     return unresponsive_host_timeout_s.value_or(std::max(kDefaultUnresponsiveHostTimeoutS, host_timeout_s));
   }
+  // --hang-timeout; zero: no watchdog.
+  std::chrono::milliseconds hang_timeout() const { return Millis(hang_timeout_s.value_or(0)); }
   std::chrono::milliseconds recovery_grace() const {
     return Millis(recovery_grace_s.value_or(kDefaultRecoveryGraceS));
   }

@@ -60,6 +60,10 @@ class JobPolicy {
   virtual void OnRepeatedStopSignal(int sig);
   // SIGUSR1 or SIGUSR2. Default: forwarded to every rank.
   virtual void OnUserSignal(int sig);
+  // The hang watchdog found the job hung and --hang-action is restart: the ranks on `odd_hosts`
+  // are elsewhere than the others (empty: no rank stands out). Default: nothing (only elastic
+  // jobs take restart; the CLI refuses it for others).
+  virtual void OnHang(const std::vector<std::string>& odd_hosts) {}
 
   // The policy's part of GET /status: all but job, pid and duration_s, which the runtime adds.
   virtual control::JobStatus Status() const = 0;

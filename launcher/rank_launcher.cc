@@ -12,7 +12,9 @@
 
 #include "events/schema.h"
 #include "launcher/gpu_slots.h"
+#include "launcher/hang/python_hook.h"
 #include "launcher/output/output_sink.h"
+#include "launcher/process/environment.h"
 #include "launcher/process/shell_words.h"
 
 namespace etrun::launcher {
@@ -57,6 +59,11 @@ bool OpenRankFiles(const std::string& dir, int rank, int np, int* out_fd, int* e
                    std::string* err) {
   return OpenLogFiles((std::filesystem::path(dir) / RankDirName(rank, np)).string(), out_fd,
                       err_fd, err);
+}
+
+// ETRUN_STACK_SIGNAL=<n>: the rank's Python gets the stack-dump hook.
+static std::string StackSignalVar() {
+  return std::string(hang::kStackSignalVar) + "=" + std::to_string(hang::kStackSignal);
 }
 
 RankOutput ConsoleOutput(const JobConfig& config, OutputSink* sink) {
@@ -110,6 +117,8 @@ bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::strin
         BuildWorkerEnv(exported, config_.tunables, slot, request.group_rank, remote_run);
     // `env` keeps the last of duplicates: the extra variables win.
     remote_env.insert(remote_env.end(), request.extra_env.begin(), request.extra_env.end());
+    // The host's agent puts the stack-dump hook there (launcher/hang/python_hook.h).
+    if (config_.hang_timeout_s) remote_env.push_back(StackSignalVar());
     char cwd[4096];
     RemoteRank remote{slot.hostname, getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".",
                       std::move(remote_env), config_.command, config_.grace_period_s,
@@ -136,6 +145,14 @@ bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::strin
     std::erase_if(spec->env, [&name](const std::string& e) { return e.starts_with(name); });
   }
   spec->env.insert(spec->env.end(), request.extra_env.begin(), request.extra_env.end());
+  if (config_.hang_timeout_s) {
+    spec->env = OverlayEnvironment(std::move(spec->env), {StackSignalVar()});
+    std::string why;
+    if (!hang::ApplyPythonHook(&spec->env, &why)) {
+      spdlog::warn("rank {} starts without the stack-dump hook (--hang-timeout shows no Python "
+                   "stack for it): {}", slot.rank, why);
+    }
+  }
   return true;
 }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "events/schema.h"
@@ -139,14 +140,52 @@ JobResult Runtime::RunJob() {
                                              services_.remote, &hosts_, &*access_, &events_);
   blocking_ = std::make_unique<asio::thread_pool>(1);
   kill_timer_ = std::make_unique<asio::steady_timer>(io_);
+  hang::HangWatch::Options watch;
+  watch.timeout = config_.hang_timeout();
+  hang_ = std::make_unique<hang::HangWatch>(&io_, ranks_.get(), watch,
+                                            [this](const hang::Verdict& v) { OnHang(v); });
   if (!StartServers(&result)) return result;
 
   signals_->async_wait([this](const boost::system::error_code& ec, int sig) { OnSignal(ec, sig); });
   policy_->Begin(rendezvous_->port());
+  hang_->Start();
   ranks_->Reap();  // exits that happened before the loop runs
   CheckDone();
   if (!done_) io_.run();
-  return policy_->Result();
+  hang_->Stop();
+  return hang_result_ ? *hang_result_ : policy_->Result();
+}
+
+void Runtime::OnHang(const hang::Verdict& verdict) {
+  const char* action = config_.hang_action == HangAction::kAbort     ? "abort"
+                       : config_.hang_action == HangAction::kRestart ? "restart"
+                                                                     : "dump";
+  if (stopping_ || hang_result_) return;
+  sink_->Append(console_.console_err, verdict.line + "\n");
+  events_.Emit(events::kHang, {{field::kReason, verdict.why},
+                               {field::kVerdict, verdict.line},
+                               {field::kWaitingIn, verdict.waiting_in},
+                               {field::kOddRanks, verdict.odd_ranks},
+                               {field::kOddHosts, verdict.odd_hosts},
+                               {field::kAction, action}});
+  switch (config_.hang_action) {
+    case HangAction::kDump:
+      return;
+    case HangAction::kAbort: {
+      int ranks = ranks_->active();
+      hang_result_ = JobResult{kExitHang, fmt::format("hung for {:g} s (--hang-timeout): stopped "
+                                                      "{} rank{} (--hang-action abort)",
+                                                      config_.hang_timeout_s.value_or(0), ranks,
+                                                      ranks == 1 ? "" : "s")};
+      policy_->OnStopSignal(SIGTERM);
+      CheckDone();
+      return;
+    }
+    case HangAction::kRestart:
+      policy_->OnHang(verdict.odd_hosts);
+      CheckDone();
+      return;
+  }
 }
 
 bool Runtime::StartServers(JobResult* result) {
@@ -170,6 +209,20 @@ bool Runtime::StartServers(JobResult* result) {
 }
 
 void Runtime::OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) {
+  if (request.method == "GET" && request.target == "/dump") {
+    // `etrun dump`: every rank's stack and the verdict; the stacks go to the job's console.
+    return hang_->DumpNow([respond = std::move(respond)](const hang::Verdict& v) {
+      nlohmann::json ranks = nlohmann::json::array();
+      for (const hang::RankObservation& r : v.ranks) {
+        ranks.push_back({{"rank", r.rank}, {"host", r.host},
+                         {"where", r.where ? nlohmann::json(hang::FrameText(*r.where)) : nullptr},
+                         {"state", r.facts ? nlohmann::json(hang::DescribeProcFacts(*r.facts)) : nullptr},
+                         {"stack", r.dump}});
+      }
+      respond(200, {{"summary", v.summary}, {"waiting_in", v.waiting_in},
+                    {"odd_ranks", v.odd_ranks}, {"odd_hosts", v.odd_hosts}, {"ranks", ranks}});
+    });
+  }
   if (request.method != "GET" || request.target != "/status") {
     return policy_->OnControl(request, std::move(respond));
   }

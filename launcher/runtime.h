@@ -32,6 +32,7 @@
 #include "launcher/job_policy.h"
 #include "launcher/output/output_sink.h"
 #include "launcher/fence.h"
+#include "launcher/hang/hang_watch.h"
 #include "launcher/process/child.h"
 #include "launcher/process/guardian.h"
 #include "launcher/process/rank_set.h"
@@ -110,6 +111,7 @@ class Runtime : public JobContext {
   bool StartServers(JobResult* result);
   void OnSignal(const boost::system::error_code& ec, int sig);
   void OnControl(const rendezvous::HttpRequest& request, ControlRespond respond);
+  void OnHang(const hang::Verdict& verdict);
   nlohmann::json StartEvent() const;
 
   const JobConfig& config_;
@@ -128,6 +130,9 @@ class Runtime : public JobContext {
   std::unique_ptr<RankSet> ranks_;
   std::optional<rendezvous::AccessList> access_;
   std::unique_ptr<RankLauncher> launcher_;
+  // The hang watchdog and `etrun dump` (launcher/hang/hang_watch.h): its taps point into ranks_.
+  std::unique_ptr<hang::HangWatch> hang_;
+  std::optional<JobResult> hang_result_;  // --hang-action abort ended the job so
   std::unique_ptr<boost::asio::thread_pool> blocking_;
   std::unique_ptr<boost::asio::signal_set> signals_;
   std::unique_ptr<boost::asio::steady_timer> kill_timer_;

@@ -28,6 +28,8 @@
 #include <spdlog/spdlog.h>
 
 #include "launcher/agent/host_network.h"
+#include "launcher/hang/proc_facts.h"
+#include "launcher/hang/python_hook.h"
 #include "launcher/agent/wire.h"
 #include "launcher/gpu_slots.h"
 #include "launcher/output/output_sink.h"
@@ -236,6 +238,16 @@ class Agent {
         return;
       }
       case kPing: return;
+      case kProbe: {
+        auto it = ids_.find(f.id);
+        hang::ProcFacts facts;
+        pid_t pid = it == ids_.end() ? -1 : ranks_->pid(it->second);
+        if (pid <= 0 || !hang::ReadProcFacts(pid, &facts)) return;
+        std::string frame;
+        AppendFlushedFrame(&frame, kFacts, f.id, hang::ProcFactsText(facts));
+        sink_->Append(out_, frame);
+        return;
+      }
       default: return Stop("unknown request from the launcher");
     }
   }
@@ -264,6 +276,9 @@ class Agent {
       return Refuse(id, err, kHostNetworkFailure);
     }
     spec.env = OverlayEnvironment(std::move(spec.env), facts);
+    if (!hang::ApplyPythonHook(&spec.env, &err)) {
+      spdlog::debug("{}: rank {} starts without the stack-dump hook: {}", options_.host, id, err);
+    }
     RankOutput output;
     output.console_out = out_;
     output.console_err = out_;

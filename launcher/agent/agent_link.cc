@@ -97,6 +97,13 @@ void AgentLink::SignalRank(int id, int sig) {
   Send(std::move(frame));
 }
 
+void AgentLink::ProbeRank(int id) {
+  if (state_ == State::kLost || state_ == State::kClosed) return;
+  std::string frame;
+  AppendFrame(&frame, kProbe, static_cast<uint32_t>(id), "");
+  Send(std::move(frame));
+}
+
 bool AgentLink::RunDetached(const std::string& command) {
   if (state_ != State::kUp) return false;
   std::string frame;
@@ -234,6 +241,7 @@ void AgentLink::OnFrame(Frame& f) {
       return;
     }
     case kFacts:
+      if (id != 0) return events_->OnRemoteFacts(this, id, f.data);
       facts_ = f.data;
       return;
     case kAlive:

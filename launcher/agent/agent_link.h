@@ -107,6 +107,7 @@ class AgentLink : public RankHost {
   // RankHost.
   void StartRank(int id, const std::string& command, const GpuShare& gpus) override;
   void SignalRank(int id, int sig) override;
+  void ProbeRank(int id) override;
   void Resume() override;
 
   // Runs `command` detached there (fencing). False when the agent is not up.

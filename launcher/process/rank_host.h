@@ -30,6 +30,9 @@ class RankHostEvents {
   // `from` is gone (lost, or its stream closed): every rank it still runs ends with `status`,
   // the first of them (the oldest) saying `line` on its stderr, so a host's loss is one line.
   virtual void OnHostLost(RankHost* from, std::string_view line, const ExitStatus& status) = 0;
+  // The process facts of rank `id` there (launcher/hang/proc_facts.h's text), as RankHost::
+  // ProbeRank asked.
+  virtual void OnRemoteFacts(RankHost* from, int id, std::string_view facts) = 0;
 };
 
 // A remote host's agent, as RankSet sees it. Loop thread only.
@@ -42,6 +45,9 @@ class RankHost {
   virtual void StartRank(int id, const std::string& command, const GpuShare& gpus) = 0;
   // Sends `sig` to the process group of rank `id` there.
   virtual void SignalRank(int id, int sig) = 0;
+  // Asks the agent for rank `id`'s process facts (state, wait channel, command), which come
+  // back through RankHostEvents::OnRemoteFacts; nothing comes for a rank that ended.
+  virtual void ProbeRank(int id) = 0;
   // Reading resumes after OnRemoteOutput returned false.
   virtual void Resume() = 0;
 };

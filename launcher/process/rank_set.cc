@@ -139,6 +139,7 @@ int RankSet::Adopt(std::unique_ptr<Rank> r, int* id) {
     ++starts_[slot];
   }
   int adopted = r->id;
+  last_activity_ = std::chrono::steady_clock::now();
   ranks_.emplace(adopted, std::move(r));
   ++active_;
   return adopted;
@@ -185,6 +186,8 @@ void RankSet::OnRead(Stream* s, const boost::system::error_code& ec, size_t n) {
 }
 
 void RankSet::Emit(Stream* s, std::string_view data) {
+  last_activity_ = std::chrono::steady_clock::now();
+  if (output_tap_) output_tap_(s->owner->id, s == s->owner->err.get(), data);
   scratch_.clear();
   if (s->framer) {
     s->framer->Feed(data, [this](std::string_view text) { scratch_.append(text); });
@@ -221,6 +224,19 @@ void RankSet::OnHostLost(RankHost* from, std::string_view line, const ExitStatus
     if (id == ids.front()) OnRemoteOutput(from, id, true, line);
     OnRemoteExit(from, id, status);
   }
+}
+
+void RankSet::OnRemoteFacts(RankHost* from, int id, std::string_view facts) {
+  auto it = ranks_.find(id);
+  if (it == ranks_.end() || from == nullptr || it->second->remote != from) return;
+  if (facts_tap_) facts_tap_(id, facts);
+}
+
+bool RankSet::ProbeRemote(int id) {
+  auto it = ranks_.find(id);
+  if (it == ranks_.end() || it->second->finished || it->second->remote == nullptr) return false;
+  it->second->remote->ProbeRank(id);
+  return true;
 }
 
 void RankSet::OnRemoteExit(RankHost* from, int id, const ExitStatus& status) {
@@ -306,6 +322,7 @@ void RankSet::OnDrainTimer(Rank* r, int stage) {
 void RankSet::MaybeFinish(Rank* r) {
   if (r->finished || !r->exited || r->out->open || r->err->open) return;
   r->finished = true;
+  last_activity_ = std::chrono::steady_clock::now();
   r->drain_timer.cancel();
   if (r->remote == nullptr && !r->supervisor) {
     Kill(*r, SIGKILL);  // whatever the rank left behind in its group (its agent does it there)

@@ -138,10 +138,24 @@ class RankSet : public RankHostEvents {
   // Processes ever started in a slot (0: none).
   int starts(const std::string& host, int local_rank) const;
 
-  // RankHostEvents: a remote rank's output and end, from its host's agent.
+  // RankHostEvents: a remote rank's output, end and process facts, from its host's agent.
   bool OnRemoteOutput(RankHost* from, int id, bool is_stderr, std::string_view data) override;
   void OnRemoteExit(RankHost* from, int id, const ExitStatus& status) override;
   void OnHostLost(RankHost* from, std::string_view line, const ExitStatus& status) override;
+  void OnRemoteFacts(RankHost* from, int id, std::string_view facts) override;
+
+  // For the hang watchdog (launcher/hang/hang_watch.h). When the job last showed life: a rank
+  // printed (any bytes), started or finished.
+  std::chrono::steady_clock::time_point last_activity() const { return last_activity_; }
+  // While set, every piece of any rank's output (as read, before prefixing) is also given to
+  // `tap`; unset (null) it costs nothing.
+  using OutputTap = std::function<void(int id, bool is_stderr, std::string_view data)>;
+  void set_output_tap(OutputTap tap) { output_tap_ = std::move(tap); }
+  // Asks the agent of unfinished remote rank `id` for its process facts, which come back through
+  // the facts tap (text, launcher/hang/proc_facts.h); false for a local or finished rank.
+  bool ProbeRemote(int id);
+  using FactsTap = std::function<void(int id, std::string_view facts)>;
+  void set_facts_tap(FactsTap tap) { facts_tap_ = std::move(tap); }
 
   // Takes the next finished rank, in finishing order. Returns false when none is queued.
   bool NextFinished(Finished* finished);
@@ -183,6 +197,9 @@ class RankSet : public RankHostEvents {
   int active_ = 0;
   std::deque<Finished> finished_;  // not yet handed out
   std::function<void()> on_finished_;
+  std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
+  OutputTap output_tap_;
+  FactsTap facts_tap_;
   std::shared_ptr<bool> alive_;  // lets callbacks posted from the writer thread see we are gone
 };
 

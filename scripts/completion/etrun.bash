@@ -1,5 +1,5 @@
 # bash completion for etrun: verbs as the first word, flags from `etrun --help`, job names from
-# `etrun list` for status/scale, pool sub-verbs and pool names, files for report and for flags that
+# `etrun list` for status/scale/dump, pool sub-verbs and pool names, files for report and for flags that
 # take a path.
 _etrun() {
   local cur prev words cword
@@ -9,11 +9,11 @@ _etrun() {
   }
   local etrun=${words[0]}
   if [ "$cword" -eq 1 ] && [[ "$cur" != -* ]]; then
-    COMPREPLY=($(compgen -W "status list scale report pool" -- "$cur"))
+    COMPREPLY=($(compgen -W "status list scale dump report pool" -- "$cur"))
     return
   fi
   case "${words[1]}" in
-    status|scale)
+    status|scale|dump)
       if [[ "$cur" == -* ]]; then
         COMPREPLY=($(compgen -W "$("$etrun" "${words[1]}" --help 2>/dev/null | grep -oE -- '--[a-z][a-z-]*' | sort -u)" -- "$cur"))
       else

@@ -200,7 +200,7 @@ def help_text(argv):
 def known_flags():
     """program -> every --flag its --help (and its verbs' --help) shows."""
     etrun_help = "".join(help_text([ETRUN] + verb + ["--help"]) for verb in (
-        [], ["status"], ["list"], ["scale"], ["report"], ["pool"], ["pool", "start"],
+        [], ["status"], ["list"], ["scale"], ["dump"], ["report"], ["pool"], ["pool", "start"],
         ["pool", "status"], ["pool", "priority"], ["pool", "stop"], ["pool", "token"]))
     known = {"etrun": set(re.findall(r"--[a-z][a-z0-9-]+", etrun_help))}
     smoke = os.path.join(os.path.dirname(ETRUN), "etrun-smoke")

@@ -89,6 +89,7 @@ def test_the_bash_completion_completes_verbs_flags_and_job_names(prefix, tmp_pat
 
     assert complete("etrun", "st") == ["status"]
     assert complete("etrun", "sc") == ["scale"]
+    assert complete("etrun", "du") == ["dump"]
     assert complete("etrun", "po") == ["pool"]
     assert complete("etrun", "pool", "pr") == ["priority"]
     assert "--min-hold" in complete("etrun", "pool", "start", "--min")

@@ -54,6 +54,7 @@ class FakeRemote : public RemoteStarter, public RankHost {
   // RankHost
   void StartRank(int id, const std::string&, const GpuShare&) override { started.push_back(id); }
   void SignalRank(int, int) override {}
+  void ProbeRank(int) override {}
   void Resume() override {}
 
   // --- what the test sets

@@ -33,6 +33,9 @@ struct Recorder : RankHostEvents {
   void OnRemoteExit(RankHost* from, int id, const ExitStatus& status) override {
     if (Runs(from, id)) exits[id] = status;
   }
+  void OnRemoteFacts(RankHost* from, int id, std::string_view text) override {
+    if (Runs(from, id)) facts[id] = std::string(text);
+  }
   void OnHostLost(RankHost* from, std::string_view line, const ExitStatus& status) override {
     std::vector<int> ids;
     for (int id : started) {
@@ -45,7 +48,7 @@ struct Recorder : RankHostEvents {
   }
   RankHost* host = nullptr;  // the link under test
   std::set<int> started;
-  std::map<int, std::string> out, err;
+  std::map<int, std::string> out, err, facts;
   std::map<int, ExitStatus> exits;
   bool pause = false;
 };

@@ -290,9 +290,11 @@ struct FakeHost : etrun::launcher::RankHost {
     started.push_back(id);
   }
   void SignalRank(int id, int sig) override { signals.emplace_back(id, sig); }
+  void ProbeRank(int id) override { probed.push_back(id); }
   void Resume() override {}
   std::vector<int> started;
   std::vector<std::pair<int, int>> signals;
+  std::vector<int> probed;
 };
 
 LaunchSpec On(FakeHost* host) {
