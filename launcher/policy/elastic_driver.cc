@@ -499,6 +499,12 @@ void ElasticDriver::OnHostUnreachable(const std::string& host, TimePoint now) {
   BlacklistHost(host, "cannot be reached", now);
 }
 
+void ElasticDriver::OnHostHung(const std::string& host, TimePoint now) {
+  now_ = now;
+  if (hosts_->IsBlacklisted(host)) return;
+  BlacklistHost(host, "its ranks hung elsewhere than the others (--hang-action restart)", now);
+}
+
 void ElasticDriver::BlacklistHost(const std::string& host, const std::string& reason, TimePoint now) {
   hosts_->Blacklist(host, now);
   std::optional<TimePoint> end = hosts_->CooldownEnd(host);

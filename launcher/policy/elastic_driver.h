@@ -140,6 +140,9 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   // A host's workers could not be reached (SSH connection refused or lost): blacklisted in
   // both modes, so restart mode does not start the next world on it. Call before their exits.
   void OnHostUnreachable(const std::string& host, TimePoint now);
+  // A host's ranks hung where the others did not (--hang-action restart): blacklisted as an
+  // unreachable one is. Call before their exits.
+  void OnHostHung(const std::string& host, TimePoint now);
   void OnTick(TimePoint now);  // deadlines; call at least every second
   // Every worker of the current round has passed its global rendezvous (the store's `global`
   // scope completed): the new world trains. Restart mode marks this itself once ranks run.

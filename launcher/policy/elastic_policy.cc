@@ -441,6 +441,32 @@ void ElasticPolicy::OnStopSignal(int sig) {
   driver_->Abort(128 + sig, "received " + SignalName(sig));
 }
 
+void ElasticPolicy::OnHang(const std::vector<std::string>& odd_hosts) {
+  const auto& slots = context_->RankSlots();
+  if (context_->config().restart_mode) {
+    spdlog::warn("hang: restarting every rank (--hang-action restart)");
+    for (const auto& [slot, ids] : slots) {
+      for (int id : ids) context_->Signal(id, SIGKILL);
+    }
+    return;
+  }
+  if (odd_hosts.empty()) {
+    spdlog::warn("hang: no rank stands out from the others, so no host is restarted "
+                 "(--hang-action restart); the next dump follows another --hang-timeout");
+    return;
+  }
+  for (const std::string& host : odd_hosts) {
+    spdlog::warn("hang: host {} counts as failed (--hang-action restart)", host);
+    driver_->OnHostHung(host, context_->Now());
+  }
+  std::vector<int> kill;
+  for (const auto& [slot, ids] : slots) {
+    if (std::find(odd_hosts.begin(), odd_hosts.end(), slot.first) == odd_hosts.end()) continue;
+    kill.insert(kill.end(), ids.begin(), ids.end());
+  }
+  for (int id : kill) context_->Signal(id, SIGKILL);
+}
+
 // The index of `host` among the hosts of `world`, in order of first appearance.
 static int GroupRank(const std::string& host, const std::vector<rendezvous::SlotInfo>& world) {
   std::vector<std::string> seen;

@@ -56,6 +56,9 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   void Begin(int rendezvous_port) override;
   void OnRankFinished(const RankSet::Finished& finished) override;
   void OnStopSignal(int sig) override;
+  // --hang-action restart: the odd hosts fail (blacklisted, their ranks killed: the usual
+  // reset); in restart mode every rank is killed, so the world starts afresh.
+  void OnHang(const std::vector<std::string>& odd_hosts) override;
   control::JobStatus Status() const override;
   void OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) override;
   bool Finished() const override { return driver_->finished(); }

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -311,6 +312,53 @@ void Drain(asio::io_context* io) {
 }
 
 }  // namespace
+
+TEST_CASE("for the hang watchdog: output and starts are life, taps see output while set, probes reach remote ranks only") {
+  asio::io_context io;
+  LocalSpawner spawner;
+  OutputSink sink;
+  RankOutput o;
+  o.console_out = sink.AddDestination(open("/dev/null", O_WRONLY | O_CLOEXEC), true, "out");
+  o.console_err = o.console_out;
+  RankSet ranks(&io, &spawner, &sink, nullptr, std::chrono::milliseconds(100));
+  FakeHost a, b;
+  std::string err;
+  int a0 = -1, b0 = -1;
+  auto before = ranks.last_activity();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  REQUIRE(ranks.Start(0, "a", 0, On(&a), o, &err, &a0));
+  CHECK(ranks.last_activity() > before);
+  REQUIRE(ranks.Start(1, "b", 0, On(&b), o, &err, &b0));
+
+  std::vector<std::tuple<int, bool, std::string>> tapped;
+  ranks.OnRemoteOutput(&a, a0, true, "before the tap\n");
+  ranks.set_output_tap([&](int id, bool is_stderr, std::string_view data) {
+    tapped.emplace_back(id, is_stderr, std::string(data));
+  });
+  before = ranks.last_activity();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ranks.OnRemoteOutput(&a, a0, true, "Thread 0x1 (most recent call first):\n");
+  ranks.OnRemoteOutput(&b, b0, false, "out\n");
+  CHECK(ranks.last_activity() > before);
+  ranks.set_output_tap(nullptr);
+  ranks.OnRemoteOutput(&a, a0, true, "after it\n");
+  CHECK(tapped == std::vector<std::tuple<int, bool, std::string>>{
+                      {a0, true, "Thread 0x1 (most recent call first):\n"}, {b0, false, "out\n"}});
+
+  std::vector<std::pair<int, std::string>> facts;
+  ranks.set_facts_tap([&](int id, std::string_view text) { facts.emplace_back(id, std::string(text)); });
+  CHECK(ranks.ProbeRemote(b0));
+  CHECK(b.probed == std::vector<int>{b0});
+  ranks.OnRemoteFacts(&a, b0, "state=S\n");  // not a's rank: dropped
+  ranks.OnRemoteFacts(&b, b0, "state=D\n");
+  CHECK(facts == std::vector<std::pair<int, std::string>>{{b0, "state=D\n"}});
+  ranks.OnRemoteExit(&b, b0, etrun::ExitStatus::Exited(0));
+  Drain(&io);
+  CHECK_FALSE(ranks.ProbeRemote(b0));  // finished
+  CHECK_FALSE(ranks.ProbeRemote(12345));
+  ranks.OnHostLost(&a, "lost\n", etrun::ExitStatus::Exited(255));
+  Drain(&io);
+}
 
 TEST_CASE("the rank table knows which host runs a rank: other hosts' reports and late ones are dropped") {
   // Given ranks 0 and 1 on host a and rank 2 on host b, b's report of a's rank goes nowhere, an
