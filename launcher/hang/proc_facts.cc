@@ -1,6 +1,7 @@
 #include "launcher/hang/proc_facts.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <string>
@@ -42,9 +43,24 @@ std::string Clean(std::string_view value) {
   return out;
 }
 
+// The one child of `pid` (its main thread's), or -1 when it has none or several.
+pid_t OnlyChild(pid_t pid) {
+  std::string children = ReadSmallFile("/proc/" + std::to_string(pid) + "/task/" +
+                                       std::to_string(pid) + "/children");
+  while (!children.empty() && children.back() == ' ') children.pop_back();
+  if (children.empty() || children.find(' ') != std::string::npos) return -1;
+  return static_cast<pid_t>(atoi(children.c_str()));
+}
+
+bool ReadFacts(pid_t pid, ProcFacts* facts, int depth);
+
 }  // namespace
 
-bool ReadProcFacts(pid_t pid, ProcFacts* facts) {
+bool ReadProcFacts(pid_t pid, ProcFacts* facts) { return ReadFacts(pid, facts, 0); }
+
+namespace {
+
+bool ReadFacts(pid_t pid, ProcFacts* facts, int depth) {
   std::string base = "/proc/" + std::to_string(pid) + "/";
   std::string stat = ReadSmallFile(base + "stat");
   // "pid (comm) S ...": comm may hold spaces and parentheses, so the state follows the last ')'.
@@ -60,12 +76,21 @@ bool ReadProcFacts(pid_t pid, ProcFacts* facts) {
   }
   if (cmdline.size() > kMaxCommand) cmdline = cmdline.substr(0, kMaxCommand - 3) + "...";
   facts->command = Clean(cmdline);
+  facts->child.clear();
+  if (depth < 3 && facts->wchan == "do_wait") {
+    ProcFacts child;
+    if (pid_t c = OnlyChild(pid); c > 0 && ReadFacts(c, &child, depth + 1)) {
+      facts->child = DescribeProcFacts(child);
+    }
+  }
   return true;
 }
 
+}  // namespace
+
 std::string ProcFactsText(const ProcFacts& facts) {
   return "state=" + std::string(1, facts.state) + "\nwchan=" + Clean(facts.wchan) +
-         "\ncommand=" + Clean(facts.command) + "\n";
+         "\ncommand=" + Clean(facts.command) + "\nchild=" + Clean(facts.child) + "\n";
 }
 
 bool ParseProcFacts(std::string_view text, ProcFacts* facts) {
@@ -84,6 +109,8 @@ bool ParseProcFacts(std::string_view text, ProcFacts* facts) {
       facts->wchan = std::string(value);
     } else if (key == "command") {
       facts->command = std::string(value);
+    } else if (key == "child") {
+      facts->child = std::string(value);
     }  // other keys: a newer agent's; ignored
   }
   return state;
@@ -93,6 +120,7 @@ std::string DescribeProcFacts(const ProcFacts& facts) {
   std::string out = "state " + std::string(1, facts.state) + " (" + StateName(facts.state) + ")";
   if (!facts.wchan.empty()) out += ", waits in " + facts.wchan;
   if (!facts.command.empty()) out += ": " + facts.command;
+  if (!facts.child.empty()) out += "; its child: " + facts.child;
   return out;
 }
 

@@ -10,7 +10,9 @@ through hvd.DistributedOptimizer, then commits. Stdout (flushed, one line each),
                                          the save and the host-update check, as the stand-in)
     reset: rank <old> -> <new> size <n>  after every reset
     done <steps> steps rank <r> size <n>  then exit 0
---static: hvd.init(), one Sum allreduce of ones, prints "sum <value> rank <r> size <n>", exits.
+--static: hvd.init(), one Sum allreduce of ones, prints "sum <value> rank <r> size <n>", exits;
+with --stuck-rank R, each rank prints "init rank <r> size <n>" after hvd.init(), rank R then stays
+in stuck_before_allreduce() and the others wait in the allreduce.
 It needs horovod on PYTHONPATH (scripts/horovod.sh installs it for the tests).
 """
 import argparse
@@ -65,8 +67,18 @@ def elastic(args):
     say(f"done {args.steps} steps rank {hvd.rank()} size {hvd.size()}")
 
 
+def stuck_before_allreduce():
+    """--stuck-rank: where that rank stays (the hang watchdog's verdict names this function)."""
+    while True:
+        time.sleep(3600)
+
+
 def static(args):
     hvd.init()
+    if args.stuck_rank >= 0:
+        say(f"init rank {hvd.rank()} size {hvd.size()}")
+        if hvd.rank() == args.stuck_rank:
+            stuck_before_allreduce()
     total = hvd.allreduce(torch.ones(1), op=hvd.Sum).item()
     say(f"sum {total:g} rank {hvd.rank()} size {hvd.size()}")
     hvd.shutdown()
@@ -77,6 +89,8 @@ def main():
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--step-seconds", type=float, default=0.05)
     parser.add_argument("--static", action="store_true")
+    parser.add_argument("--stuck-rank", type=int, default=-1,
+                        help="--static: this rank never reaches the allreduce the others wait in")
     args = parser.parse_args()
     (static if args.static else elastic)(args)
     sys.stdout.flush()

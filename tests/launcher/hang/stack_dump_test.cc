@@ -102,7 +102,7 @@ TEST_CASE("the verdict: all in one place; ranks with no stack show their kernel 
   RankObservation shell;
   shell.rank = 2;
   shell.host = "b";
-  shell.facts = ProcFacts{'S', "hrtimer_nanosleep", "sleep 1000"};
+  shell.facts = ProcFacts{'S', "hrtimer_nanosleep", "sleep 1000", ""};
   RankObservation gone;
   gone.rank = 3;
   gone.host = "c";
