@@ -244,7 +244,7 @@ class Agent {
         pid_t pid = it == ids_.end() ? -1 : ranks_->pid(it->second);
         if (pid <= 0 || !hang::ReadProcFacts(pid, &facts)) return;
         std::string frame;
-        AppendFlushedFrame(&frame, kFacts, f.id, hang::ProcFactsText(facts));
+        AppendFlushedFrame(&frame, kRankFacts, f.id, hang::ProcFactsText(facts));
         sink_->Append(out_, frame);
         return;
       }

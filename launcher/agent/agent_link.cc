@@ -241,9 +241,10 @@ void AgentLink::OnFrame(Frame& f) {
       return;
     }
     case kFacts:
-      if (id != 0) return events_->OnRemoteFacts(this, id, f.data);
       facts_ = f.data;
       return;
+    case kRankFacts:
+      return events_->OnRemoteFacts(this, id, f.data);
     case kAlive:
       judge_.Beat(std::chrono::steady_clock::now());
       return;

@@ -34,10 +34,10 @@ enum Op : char {
   kRun = 'R',     // data: a command run detached, output discarded (fencing)
   kPing = 'P',    // the launcher is alive
   kGpus = 'G',    // data: GpuShareText; the next kStart of this id gets that share of the host's GPUs
-  kProbe = 'Q',   // the rank's process facts, please (answered with kFacts of its id)
+  kProbe = 'Q',   // the rank's process facts, please (answered with kRankFacts)
   // agent -> launcher
-  kFacts = 'H',   // data: "key=value" lines. Id 0: the host's (hostname=, pid=), following the
-                  // marker line; a rank's id: its process facts (launcher/hang/proc_facts.h)
+  kFacts = 'H',   // data: "key=value" lines (hostname=, pid=): follows the marker line
+  kRankFacts = 'F',  // data: the rank's process facts (launcher/hang/proc_facts.h), as kProbe asked
   kStdout = 'O',  // data: bytes of the rank's stdout
   kStderr = 'E',  // data: bytes of its stderr
   kExit = 'X',    // data: ExitText; the rank's output is complete

@@ -9,6 +9,7 @@ Needs root (chroot), busybox-static, and a static etrun-agent beside etrun (a sa
 agent needs its runtime's libraries: these tests skip there, saying so)."""
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -230,3 +231,23 @@ def test_no_variable_value_on_any_command_line_over_ssh(bed):
     check_no_value_on_any_command_line(lambda env: subprocess.run(
         bed.exec_argv([ETRUN, "-np", "16", "-H", "s1:8,s2:8", "sh", "-c", RANK_CHECK]),
         env=bed.env(dict(os.environ, **env)), capture_output=True, timeout=120))
+
+
+def test_a_hung_rank_in_a_pod_shows_its_state_through_the_agent(pods):
+    """The hang watchdog's facts of a remote rank come from its host's agent: pod1 has /proc (as
+    a Kubernetes pod does), pod2 none, so its rank can say nothing."""
+    proc = pods / "pod1" / "proc"
+    proc.mkdir()
+    subprocess.run(["mount", "-t", "proc", "proc", str(proc)], check=True)
+    try:
+        r = run_etrun(["-np", "2", "-H", "pod1:1,pod2:1", *shell(pods), "--hang-timeout", "1",
+                       "--hang-action", "abort", "sh", "-c", "sleep 1000"], timeout=60)
+    finally:
+        subprocess.run(["umount", "-l", str(proc)], check=True)
+    assert r.returncode == 124, r.stderr
+    verdict = [line for line in r.stderr.decode().splitlines() if line.startswith("etrun: hang: ")]
+    assert len(verdict) == 1, r.stderr
+    assert re.fullmatch(r"etrun: hang: no output for \d+ s: rank 0 on pod1 has no Python stack: "
+                        r"state S \(sleeping\), waits in \w+: (sh -c sleep 1000; its child: state S "
+                        r"\(sleeping\), waits in \w+: )?sleep 1000; rank 1 on pod2 gave neither a "
+                        r"Python stack nor its state", verdict[0]), verdict

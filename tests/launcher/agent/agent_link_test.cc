@@ -190,22 +190,24 @@ TEST_CASE("the agent's frames are each rank's output and exit; signals go to the
   CHECK(t.link.RunDetached("ss -K dst 198.18.0.3"));
 }
 
-TEST_CASE("a probe asks the agent for a rank's facts, which come back as that rank's; the host's stay apart") {
+TEST_CASE("a probe asks the agent for a rank's facts, which come back as that rank's, rank 0's too; the host's stay apart") {
   AgentLink::Options options = Named("h1");
   Linked t(options);
   t.agent.Say(std::string(kHelloLine) + "x\n");
   t.agent.Frame(kFacts, 0, "hostname=h1\npid=7\n");
-  t.Start(4, "a", {});
+  t.Start(0, "a", {});
+  t.Start(4, "b", {});
   t.link.ProbeRank(4);
-  RunUntil(&t.io, [&] { return FramesOf(t.agent.Heard()).size() >= 2; });
+  RunUntil(&t.io, [&] { return FramesOf(t.agent.Heard()).size() >= 3; });
   std::vector<Frame> frames = FramesOf(t.agent.Heard());
-  REQUIRE(frames.size() == 2);
-  CHECK(frames[1].op == kProbe);
-  CHECK(frames[1].id == 4);
-  t.agent.Frame(kFacts, 4, "state=S\nwchan=do_wait\ncommand=sh\n");
-  RunUntil(&t.io, [&] { return t.events.facts.count(4) == 1; });
+  REQUIRE(frames.size() == 3);
+  CHECK(frames[2].op == kProbe);
+  CHECK(frames[2].id == 4);
+  t.agent.Frame(kRankFacts, 4, "state=S\nwchan=do_wait\ncommand=sh\n");
+  t.agent.Frame(kRankFacts, 0, "state=R\nwchan=\ncommand=python3\n");
+  RunUntil(&t.io, [&] { return t.events.facts.size() == 2; });
   CHECK(t.events.facts[4] == "state=S\nwchan=do_wait\ncommand=sh\n");
-  CHECK(t.events.facts.count(0) == 0);  // the host's facts are the link's own
+  CHECK(t.events.facts[0] == "state=R\nwchan=\ncommand=python3\n");  // the host's are the link's own
 }
 
 TEST_CASE("a rank that takes GPUs is preceded by its share, for the agent to count them out") {
