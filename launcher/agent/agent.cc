@@ -16,6 +16,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <algorithm>
 #include <optional>
 #include <thread>
 
@@ -104,6 +105,11 @@ class Agent {
  public:
   explicit Agent(const AgentOptions& options) : options_(options) {}
 
+  // Milliseconds of this agent's clock: since it started.
+  int64_t ClockMs(std::chrono::steady_clock::time_point t) const {
+    return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(t - epoch_).count());
+  }
+
   int Run() {
     std::string err;
     // The guardian forks while the agent has no other thread.
@@ -148,7 +154,9 @@ class Agent {
   std::string Facts() const {
     char name[256] = {};
     gethostname(name, sizeof(name) - 1);
-    std::string facts = "hostname=" + std::string(name) + "\npid=" + std::to_string(getpid()) + "\n";
+    // clock_ms: this agent's clock now, which its ranks' exit times are in (ExitText).
+    std::string facts = "hostname=" + std::string(name) + "\npid=" + std::to_string(getpid()) +
+                        "\nclock_ms=" + std::to_string(ClockMs(std::chrono::steady_clock::now())) + "\n";
     if (gpus_.enabled()) {
       std::string list;
       for (const std::string& d : gpus_.pool) list += (list.empty() ? "" : ",") + d;
@@ -329,7 +337,7 @@ class Agent {
     while (ranks_->NextFinished(&f)) {
       auto it = launcher_ids_.find(f.id);
       if (it == launcher_ids_.end()) continue;
-      AppendFlushedFrame(&frames, kExit, it->second, ExitText(f.status));
+      AppendFlushedFrame(&frames, kExit, it->second, ExitText(f.status, ClockMs(f.exited_at)));
       ids_.erase(it->second);
       launcher_ids_.erase(it);
     }
@@ -401,6 +409,7 @@ class Agent {
   void Say(const std::string& what) { spdlog::warn("{}", what); }
 
   AgentOptions options_;
+  const std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
   asio::io_context io_;
   asio::signal_set signals_{io_, SIGCHLD, SIGTERM, SIGINT};
   asio::steady_timer timer_{io_};

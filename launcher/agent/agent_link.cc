@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
@@ -81,7 +83,7 @@ void AgentLink::Fail(const std::string& why) { Lose(why); }
 void AgentLink::StartRank(int id, const std::string& command, const GpuShare& gpus) {
   if (state_ == State::kLost || state_ == State::kClosed) {
     events_->OnRemoteOutput(this, id, true, lost_line_);
-    events_->OnRemoteExit(this, id, ExitStatus::Exited(kHostLost));
+    events_->OnRemoteExit(this, id, ExitStatus::Exited(kHostLost), std::chrono::steady_clock::now());
     return;
   }
   std::string frame;
@@ -236,13 +238,25 @@ void AgentLink::OnFrame(Frame& f) {
       return;
     case kExit: {
       ExitStatus status;
-      if (!ParseExitText(f.data, &status)) status = ExitStatus::Exited(kHostLost);
-      events_->OnRemoteExit(this, id, status);
+      int64_t at_ms = -1;
+      if (!ParseExitText(f.data, &status, &at_ms)) status = ExitStatus::Exited(kHostLost);
+      auto now = std::chrono::steady_clock::now();
+      auto exited_at = now;
+      if (at_ms >= 0 && agent_epoch_) exited_at = std::min(now, *agent_epoch_ + std::chrono::milliseconds(at_ms));
+      events_->OnRemoteExit(this, id, status, exited_at);
       return;
     }
-    case kFacts:
+    case kFacts: {
       facts_ = f.data;
+      // The agent's clock as it said hello: its exit times translate to ours from here (late by
+      // the hello's way over, alike for every rank of the host).
+      size_t at = facts_.find("clock_ms=");
+      if (at != std::string::npos && (at == 0 || facts_[at - 1] == '\n')) {
+        int64_t ms = atoll(facts_.c_str() + at + 9);
+        agent_epoch_ = std::chrono::steady_clock::now() - std::chrono::milliseconds(ms);
+      }
       return;
+    }
     case kRankFacts:
       return events_->OnRemoteFacts(this, id, f.data);
     case kAlive:

@@ -184,6 +184,8 @@ class AgentLink : public RankHost {
   std::string lost_line_;     // and the line each of its ranks says it with
   std::chrono::steady_clock::time_point lost_at_;
   std::string facts_;
+  // Where the agent's clock (its exit times) started, on ours; none before its facts came.
+  std::optional<std::chrono::steady_clock::time_point> agent_epoch_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

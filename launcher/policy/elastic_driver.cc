@@ -117,7 +117,13 @@ void ElasticDriver::ApplyHosts(std::vector<discovery::HostSlots> parsed, TimePoi
   // poll between that notification and the reset must not queue a second one).
   if (ahead_ && ahead_->plan == plan) return;
   spdlog::debug("host change seen (flags {}): {} slots available", flags, available);
-  if (options_.restart_all) return BeginRestart("the hosts changed");
+  if (options_.restart_all) {
+    // A world of which a rank finished training has finished it: its other ranks are finishing
+    // too, and a change must not start it once more (seen with a pool grant that arrived as the
+    // last ranks exited 0). The change counts for nothing now; the job ends with its ranks.
+    if (WorldFinishing()) return spdlog::debug("host change ignored: training has finished");
+    return BeginRestart("the hosts changed");
+  }
   pending_flags_ |= flags;
   if (MaybeStartAhead(plan, now)) return;  // rank 0 is told once the new workers are in
   MaybeNotify();
@@ -152,9 +158,27 @@ void ElasticDriver::BeginRestart(const std::string& why) {
   MaybeRestart();
 }
 
+void ElasticDriver::FinishRestartWorld() {
+  if (last_failure_in_world_) {
+    return Stop(EndingCode(), last_failure_ + EarlierFailure("; first failure: "));
+  }
+  spdlog::debug("training finished in round {}: no restart", round_);
+  Stop(kExitOk, "");
+}
+
+bool ElasticDriver::WorldFinishing() const {
+  return std::any_of(records_.begin(), records_.end(),
+                     [](const auto& r) { return r.second == Record::kSuccess; });
+}
+
 void ElasticDriver::MaybeRestart() {
-  if (phase_ != Phase::kRestarting || workers_->AnyRunning()) return;
+  if (phase_ != Phase::kRestarting) return;
+  // A worker of the stopped world that exited 0 had finished training before the stop reached
+  // it (its exit and the change came in the same turn): the job is done, not restarted.
+  if (finished_while_restarting_) return FinishRestartWorld();
+  if (workers_->AnyRunning()) return;
   ++resets_;
+  last_failure_in_world_ = false;
   Emit(events::kReset, {{field::kResets, resets_}, {field::kReason, restart_reason_}});
   if (hosts_->AvailableSlots() >= options_.min_np) return Activate();
   phase_ = Phase::kResuming;
@@ -445,7 +469,7 @@ void ElasticDriver::ShortageInRound(const SlotKey& key, const Shortage& shortage
   for (const SlotKey& k : unstarted) Record(k, Record::kNotStarted, now);
 }
 
-void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoint now) {
+void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoint now, bool stopped) {
   now_ = now;
   // Its process is gone from the rank table; what the driver decided about it goes too.
   bool draining = draining_.erase(key) != 0;
@@ -453,6 +477,10 @@ void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoin
   waiting_.erase(key);
   if (draining) {
     spdlog::debug("worker {} drained ({})", Describe(key), status.Describe());
+    // Restart mode: one that exited 0 before any stop reached it had finished training.
+    if (options_.restart_all && phase_ == Phase::kRestarting && status.success() && !stopped) {
+      finished_while_restarting_ = true;
+    }
     if (start_when_gone_.erase(key) && phase_ == Phase::kRunning) {
       if (std::optional<rendezvous::SlotInfo> slot = SlotOf(key)) {
         Shortage shortage;  // it joins the round its env names
@@ -478,11 +506,14 @@ void ElasticDriver::OnWorkerExit(const SlotKey& key, ExitStatus status, TimePoin
     spdlog::warn("worker {} {}", Describe(key), status.Describe());
   }
   if (options_.restart_all && phase_ == Phase::kRunning && SlotOf(key)) {
-    if (!status.success()) {
+    if (!status.success()) last_failure_in_world_ = true;
+    if (!status.success() && !WorldFinishing()) {
       BeginRestart("worker " + Describe(key) + " " + status.Describe());
     } else {
-      records_[key] = Record::kSuccess;  // the job succeeds once every slot has
-      if (records_.size() == assignment_.size()) Stop(kExitOk, "");
+      // Every slot's end decides, as in Horovod mode: all 0, the job succeeds; a failure beside a
+      // finished rank ends it with the failure's code.
+      records_[key] = status.success() ? Record::kSuccess : Record::kFailure;
+      if (records_.size() == assignment_.size()) FinishRestartWorld();
     }
   } else if (phase_ == Phase::kRunning && SlotOf(key)) {
     Record(key, status.success() ? Record::kSuccess : Record::kFailure, now);

@@ -136,7 +136,9 @@ class ElasticDriver : public rendezvous::ElasticHooks {
 
   // Events.
   void OnDiscovery(const discovery::HostGrant& grant, TimePoint now);
-  void OnWorkerExit(const SlotKey& slot, ExitStatus status, TimePoint now);
+  // `stopped`: etrun had sent the worker a stop signal before its end was known (RankSet::
+  // Finished::stopped), so an exit 0 may answer the stop rather than end its training.
+  void OnWorkerExit(const SlotKey& slot, ExitStatus status, TimePoint now, bool stopped = false);
   // A host's workers could not be reached (SSH connection refused or lost): blacklisted in
   // both modes, so restart mode does not start the next world on it. Call before their exits.
   void OnHostUnreachable(const std::string& host, TimePoint now);
@@ -217,6 +219,11 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   void MaybeReopen();  // kReplanning: opens the round once the stopped workers are gone
   void MaybeNotify();
   void BeginRestart(const std::string& why);
+  // Restart mode: the world finished training (a rank exited 0); stop, with the failure's code
+  // if one of its ranks failed.
+  void FinishRestartWorld();
+  // Restart mode: a rank of the running world exited 0, so training is over.
+  bool WorldFinishing() const;
   void MaybeRestart();
   void Stop(int exit_code, std::string summary);
   // Failures: the last one's code ends a failed job (1 when none); the first is mentioned too.
@@ -293,6 +300,8 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   std::string summary_;
   events::EventLog* events_ = nullptr;
   std::string restart_reason_;
+  bool last_failure_in_world_ = false;     // restart mode: a rank of this world failed
+  bool finished_while_restarting_ = false;  // restart mode: a stopped rank had exited 0 first
   HostOverrides overrides_;
   // The host source's last good answer, as it gave it (before the overrides): the hosts, each
   // slot's facts, the templates of hosts that start otherwise. The job's host list (with the

@@ -361,7 +361,7 @@ void ElasticPolicy::OnRankFinished(const RankSet::Finished& f) {
                  {field::kPid, events::PidField(f.pid)},
                  {field::kReason, driver_->ExitReasonFor(key, f.status)}});
   context_->events().Emit(events::kRankExited, std::move(fields));
-  driver_->OnWorkerExit(key, f.status, context_->Now());
+  driver_->OnWorkerExit(key, f.status, context_->Now(), f.stopped);
   // Its slot may be one the lender waits for: say so now rather than at the next poll.
   if (traits_.lent && !polling_ && !driver_->finished()) {
     ++poll_wait_;

@@ -160,6 +160,12 @@ void StaticPolicy::OnRankFinished(const RankSet::Finished& f) {
     first_failure_ = f;
     stopping_ = true;
     context_->StopAll("a rank failed");
+  } else if (first_failure_ && f.exited_at < first_failure_->exited_at) {
+    // A cascade: this one ended first, though its end reached etrun later (a slower host, output
+    // still draining). Nothing etrun did can have ended it: the stop came after the other's end.
+    spdlog::debug("rank {} on {} {}, before rank {} did", f.rank, f.host, f.status.Describe(),
+                  first_failure_->rank);
+    first_failure_ = f;
   } else {
     spdlog::debug("rank {} on {} {}", f.rank, f.host, f.status.Describe());
   }
@@ -199,6 +205,8 @@ JobResult StaticPolicy::Result() const {
   if (first_failure_) {
     std::string what = fmt::format("rank {} on {} {}", first_failure_->rank, first_failure_->host,
                                    first_failure_->status.Describe());
+    // Its last words, where it had any: the error behind a cascade is usually there.
+    if (!first_failure_->last_stderr.empty()) what += ": \"" + first_failure_->last_stderr + "\"";
     if (total > 1) what += fmt::format("; stopped the other {} rank{}", total - 1, total - 1 == 1 ? "" : "s");
     return {first_failure_->status.ShellCode(), what};
   }

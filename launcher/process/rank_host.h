@@ -6,6 +6,7 @@
 #ifndef ETRUN_LAUNCHER_PROCESS_RANK_HOST_H_
 #define ETRUN_LAUNCHER_PROCESS_RANK_HOST_H_
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -25,8 +26,10 @@ class RankHostEvents {
   // Output of the rank with RankSet id `id`, as read there. Returns false when the caller should
   // stop reading until RankHost::Resume (the console is congested).
   virtual bool OnRemoteOutput(RankHost* from, int id, bool is_stderr, std::string_view data) = 0;
-  // The rank ended (its output is complete): its status there.
-  virtual void OnRemoteExit(RankHost* from, int id, const ExitStatus& status) = 0;
+  // The rank ended (its output is complete): its status there, and when its process ended, on
+  // this machine's steady clock (the agent's time of it, translated).
+  virtual void OnRemoteExit(RankHost* from, int id, const ExitStatus& status,
+                            std::chrono::steady_clock::time_point exited_at) = 0;
   // `from` is gone (lost, or its stream closed): every rank it still runs ends with `status`,
   // the first of them (the oldest) saying `line` on its stderr, so a host's loss is one line.
   virtual void OnHostLost(RankHost* from, std::string_view line, const ExitStatus& status) = 0;

@@ -21,6 +21,7 @@ namespace etrun::launcher {
 namespace asio = boost::asio;
 
 static constexpr size_t kReadChunk = 64 << 10;
+static constexpr size_t kLastLineBytes = 300;  // Finished::last_stderr
 
 struct RankSet::Stream {
   // `fd` -1: a remote rank's stream, fed by its agent.
@@ -54,6 +55,9 @@ struct RankSet::Rank {
   RankHost* remote = nullptr;  // its host's agent runs it
   bool exited = false;
   bool finished = false;
+  bool stopped = false;  // see Finished::stopped
+  std::chrono::steady_clock::time_point exited_at;
+  std::string last_stderr;
   ExitStatus status;
   std::unique_ptr<Stream> out;
   std::unique_ptr<Stream> err;
@@ -192,8 +196,13 @@ void RankSet::Emit(Stream* s, std::string_view data) {
   if (s->framer) {
     s->framer->Feed(data, [this](std::string_view text) { scratch_.append(text); });
   } else {
-    s->splitter.Feed(data, [this, s](std::string_view piece, bool terminated) {
+    bool is_stderr = s == s->owner->err.get();
+    s->splitter.Feed(data, [this, s, is_stderr](std::string_view piece, bool terminated) {
       s->formatter.Append(piece, terminated, &scratch_);
+      if (is_stderr && terminated) {
+        while (!piece.empty() && (piece.back() == '\n' || piece.back() == '\r')) piece.remove_suffix(1);
+        if (!piece.empty()) s->owner->last_stderr.assign(piece.substr(0, kLastLineBytes));
+      }
     });
   }
   sink_->Append(s->console, scratch_);
@@ -222,7 +231,7 @@ void RankSet::OnHostLost(RankHost* from, std::string_view line, const ExitStatus
   }
   for (int id : ids) {
     if (id == ids.front()) OnRemoteOutput(from, id, true, line);
-    OnRemoteExit(from, id, status);
+    OnRemoteExit(from, id, status, std::chrono::steady_clock::now());
   }
 }
 
@@ -239,11 +248,13 @@ bool RankSet::ProbeRemote(int id) {
   return true;
 }
 
-void RankSet::OnRemoteExit(RankHost* from, int id, const ExitStatus& status) {
+void RankSet::OnRemoteExit(RankHost* from, int id, const ExitStatus& status,
+                           std::chrono::steady_clock::time_point exited_at) {
   auto it = ranks_.find(id);
   if (it == ranks_.end() || from == nullptr || it->second->remote != from || it->second->exited) return;
   Rank* r = it->second.get();
   r->exited = true;
+  r->exited_at = exited_at;
   r->status = status;
   spdlog::debug("rank {} on {} {}", r->rank, r->host, r->status.Describe());
   CloseStream(r->out.get());
@@ -291,6 +302,7 @@ void RankSet::Reap() {
     pid_t got = waitpid(r->process.pid, &status, WNOHANG);
     if (got != r->process.pid) continue;
     r->exited = true;
+    r->exited_at = std::chrono::steady_clock::now();
     r->status = ExitStatus::FromWaitStatus(status);
     spdlog::debug("rank {} on {} (pid {}) {}", r->rank, r->host, r->process.pid, r->status.Describe());
     r->drain_timer.expires_after(drain_grace_);
@@ -334,7 +346,8 @@ void RankSet::MaybeFinish(Rank* r) {
   asio::post(*io_, [this, alive, id = r->id] {
     if (alive.lock()) Forget(id);
   });
-  finished_.push_back({r->id, r->rank, r->host, r->process.pid, r->status, r->local_rank});
+  finished_.push_back({r->id, r->rank, r->host, r->process.pid, r->status, r->local_rank, r->stopped,
+                       r->exited_at, r->last_stderr});
   if (finished_.size() == 1 && on_finished_) {
     asio::post(*io_, [this, alive] {
       if (alive.lock() && on_finished_) on_finished_();
@@ -365,6 +378,10 @@ int RankSet::starts(const std::string& host, int local_rank) const {
 
 void RankSet::Forget(int id) { ranks_.erase(id); }
 
+void RankSet::NoteStop(Rank* r, int sig) {
+  if (!r->exited && (sig == SIGTERM || sig == SIGKILL || sig == SIGINT || sig == SIGHUP)) r->stopped = true;
+}
+
 void RankSet::Kill(const Rank& r, int sig) const {
   if (r.remote != nullptr) return r.remote->SignalRank(r.id, sig);
   kill(r.supervisor ? r.process.pid : -r.process.pid, sig);
@@ -388,12 +405,16 @@ std::vector<RankSet::Running> RankSet::Unfinished() const {
 
 void RankSet::Signal(int id, int sig) {
   auto it = ranks_.find(id);
-  if (it != ranks_.end() && !it->second->finished) Kill(*it->second, sig);
+  if (it == ranks_.end() || it->second->finished) return;
+  NoteStop(it->second.get(), sig);
+  Kill(*it->second, sig);
 }
 
 void RankSet::SignalAll(int sig) {
   for (auto& [id, r] : ranks_) {
-    if (!r->finished) Kill(*r, sig);
+    if (r->finished) continue;
+    NoteStop(r.get(), sig);
+    Kill(*r, sig);
   }
 }
 

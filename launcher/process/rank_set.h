@@ -73,6 +73,12 @@ class RankSet : public RankHostEvents {
     pid_t pid;
     ExitStatus status;
     int local_rank = -1;  // its slot on `host`, as started; -1: none
+    // etrun sent it a stop signal (SIGTERM, SIGKILL, SIGINT, SIGHUP) before its end was known:
+    // an exit 0 then may be its answer to the stop rather than the end of its work.
+    bool stopped = false;
+    // When its process ended (not when its output closed): what orders a cascade's failures.
+    std::chrono::steady_clock::time_point exited_at;
+    std::string last_stderr;  // its last whole line on stderr ("" when none), at most 300 bytes
   };
   // A slot of the job: (host, local rank).
   using Slot = std::pair<std::string, int>;
@@ -140,7 +146,8 @@ class RankSet : public RankHostEvents {
 
   // RankHostEvents: a remote rank's output, end and process facts, from its host's agent.
   bool OnRemoteOutput(RankHost* from, int id, bool is_stderr, std::string_view data) override;
-  void OnRemoteExit(RankHost* from, int id, const ExitStatus& status) override;
+  void OnRemoteExit(RankHost* from, int id, const ExitStatus& status,
+                    std::chrono::steady_clock::time_point exited_at) override;
   void OnHostLost(RankHost* from, std::string_view line, const ExitStatus& status) override;
   void OnRemoteFacts(RankHost* from, int id, std::string_view facts) override;
 
@@ -179,6 +186,7 @@ class RankSet : public RankHostEvents {
   // Takes a started rank into the table: its id (also *id, if given), its slot.
   int Adopt(std::unique_ptr<Rank> r, int* id);
   void Kill(const Rank& rank, int sig) const;
+  void NoteStop(Rank* rank, int sig);
 
   boost::asio::io_context* io_;
   Spawner* spawner_;

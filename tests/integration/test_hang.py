@@ -3,7 +3,7 @@ real Horovod where it is built, two bed hosts over SSH. A rank that never reache
 the others wait in is named with its function; every Python rank's stack arrives under its own
 prefix; non-Python ranks show their kernel state; abort ends with 124 and leaves nothing; restart
 gets an elastic job going again; the stack hook keeps the script's own sitecustomize and
-Debian's."""
+Debian's. And when ranks fail in a cascade, etrun's last line names the one that failed first."""
 import json
 import os
 import re
@@ -256,3 +256,34 @@ def test_bad_hang_flags_are_one_line_and_start_nothing(args, env, message, tmp_p
     if message:
         assert lines[0] == message
     assert not flag.exists()
+
+
+# A cascade: rank $FIRST prints its error and exits 7, still holding its output open (a child), so
+# its end reaches etrun late; its peers see it go (the flag file) and fail with connection errors.
+CASCADE = """
+if [ "$HOROVOD_RANK" = "$FIRST" ]; then
+  sleep 0.5
+  (sleep 5) &
+  echo "ValueError: bad batch 17" >&2
+  touch "$FLAG"
+  exit 7
+fi
+while [ ! -e "$FLAG" ]; do sleep 0.02; done
+sleep 0.2
+echo "RuntimeError: Connection closed by peer" >&2
+exit 1
+"""
+
+
+def test_a_cascade_across_two_hosts_ends_naming_the_rank_that_failed_first(bed, marker_env, tmp_path):
+    marker = next(iter(marker_env.values()))
+    key = os.path.join(bed.home, ".ssh", "id_ed25519")
+    env = job_env(marker_env, {"FIRST": "5", "FLAG": str(tmp_path / "flag")})
+    r = subprocess.run(bed.exec_argv([ETRUN, "-np", "8", "-H", "h1:4,h2:4", "-i", key, "sh", "-c",
+                                      CASCADE]),
+                       env=bed.env(env), capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert r.returncode == 7, r.stderr
+    assert r.stderr.splitlines()[-1] == ('etrun: error: rank 5 on h2 exited with code 7: "ValueError: '
+                                         'bad batch 17"; stopped the other 7 ranks'), r.stderr
+    assert wait_until(lambda: processes_with_marker(marker) == [], timeout=20)

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -108,13 +109,18 @@ class FakeJobContext : public JobContext {
     }
     now = until;
   }
-  // The rank with id `id` finished with `status`: handed to `policy`, then CheckDone.
-  void Finish(JobPolicy* policy, int id, ExitStatus status) {
+  // The rank with id `id` finished with `status`: handed to `policy`, then CheckDone. Its process
+  // ended at `exited_at` (default: after every rank finished before it) with `last_stderr` last
+  // on its stderr.
+  void Finish(JobPolicy* policy, int id, ExitStatus status,
+              std::optional<std::chrono::steady_clock::time_point> exited_at = std::nullopt,
+              std::string last_stderr = "") {
     auto it = running_.find(id);
     REQUIRE(it != running_.end());
     int local_rank = it->second.request.slot.local_rank;
+    auto ended = exited_at.value_or(std::chrono::steady_clock::time_point(std::chrono::seconds(++finishes_)));
     RankSet::Finished f{id, it->second.label, it->second.host, kFirstPid + id, status,
-                        it->second.slotted ? local_rank : -1};
+                        it->second.slotted ? local_rank : -1, false, ended, std::move(last_stderr)};
     if (it->second.slotted) {
       auto slot = slots_.find({it->second.host, local_rank});
       std::erase(slot->second, id);
@@ -287,6 +293,7 @@ class FakeJobContext : public JobContext {
   RankOutput console_;
   boost::asio::io_context io_;
   std::map<int, Started> running_;
+  int finishes_ = 0;  // Finish calls so far: the default exit times
   std::map<RankSet::Slot, std::vector<int>> slots_;  // as RankSet::slots
   std::deque<std::function<void()>> posted_;
   std::vector<std::shared_ptr<Pending>> timers_;

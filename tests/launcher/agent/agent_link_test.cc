@@ -30,7 +30,9 @@ struct Recorder : RankHostEvents {
     if (Runs(from, id)) (is_stderr ? err[id] : out[id]) += data;
     return !pause;
   }
-  void OnRemoteExit(RankHost* from, int id, const ExitStatus& status) override {
+  void OnRemoteExit(RankHost* from, int id, const ExitStatus& status,
+                    std::chrono::steady_clock::time_point exited_at) override {
+    if (Runs(from, id)) exit_times[id] = exited_at;
     if (Runs(from, id)) exits[id] = status;
   }
   void OnRemoteFacts(RankHost* from, int id, std::string_view text) override {
@@ -43,13 +45,14 @@ struct Recorder : RankHostEvents {
     }
     for (int id : ids) {
       if (id == ids.front()) OnRemoteOutput(from, id, true, line);
-      OnRemoteExit(from, id, status);
+      OnRemoteExit(from, id, status, std::chrono::steady_clock::now());
     }
   }
   RankHost* host = nullptr;  // the link under test
   std::set<int> started;
   std::map<int, std::string> out, err, facts;
   std::map<int, ExitStatus> exits;
+  std::map<int, std::chrono::steady_clock::time_point> exit_times;
   bool pause = false;
 };
 

@@ -48,9 +48,16 @@ TEST_CASE("exit statuses travel as text both ways; anything else is refused") {
   CHECK((status.kind == ExitStatus::Kind::kExited && status.code == 3));
   REQUIRE(ParseExitText(ExitText(ExitStatus::Signaled(9)), &status));
   CHECK((status.kind == ExitStatus::Kind::kSignaled && status.signal == 9));
-  for (const char* bad : {"", "c", "x3", "c-1", "c256", "s9x", "3"}) {
+  for (const char* bad : {"", "c", "x3", "c-1", "c256", "s9x", "3", "c3@", "c3@x", "c3@-5", "@5"}) {
     CHECK_MESSAGE(!ParseExitText(bad, &status), bad);
   }
+  // With the time its process ended, in the agent's milliseconds.
+  int64_t at = 0;
+  CHECK(ExitText(ExitStatus::Exited(7), 1234) == "c7@1234");
+  REQUIRE(ParseExitText("c7@1234", &status, &at));
+  CHECK((status.code == 7 && at == 1234));
+  REQUIRE(ParseExitText("s15", &status, &at));
+  CHECK(at == -1);
 }
 
 TEST_CASE("a rank's GPU share travels as three numbers, exactly one flag given") {

@@ -41,9 +41,10 @@ class FakeWorkers : public WorkerControl {
   bool Running(const SlotKey& slot) const override { return live.count(slot) != 0; }
   std::vector<SlotKey> RunningSlots() const override { return {live.begin(), live.end()}; }
   bool AnyRunning() const override { return !live.empty(); }
-  void Exit(ElasticDriver& driver, const SlotKey& slot, ExitStatus status, TimePoint now) {
+  void Exit(ElasticDriver& driver, const SlotKey& slot, ExitStatus status, TimePoint now,
+            bool stopped = false) {
     live.erase(slot);
-    driver.OnWorkerExit(slot, status, now);
+    driver.OnWorkerExit(slot, status, now, stopped);
   }
   std::set<SlotKey> live;
   int short_after = -1;  // once this many were started, the next start fails for a shortage
@@ -417,6 +418,67 @@ TEST_CASE("restart mode: a host change stops every worker, then the new world st
   job.Exit("c", 0, 0);
   REQUIRE(job.driver.finished());
   CHECK(job.driver.exit_code() == 0);
+}
+
+TEST_CASE("restart mode: a finished job stays finished when a bigger grant comes as its ranks exit 0") {
+  // Issue 38 item 5, seen with --pool on an H100: the grant arrives between two ranks' exits.
+  ElasticOptions o = Job::Options();
+  o.restart_all = true;
+  Job job(o);
+  job.Discover("a:1\nb:1\n");
+  job.Exit("a", 0, 0);
+  job.Discover("a:1\nb:1\nc:1\n");
+  CHECK(job.workers.stopped.empty());
+  CHECK(job.workers.started.size() == 2);
+  CHECK_FALSE(job.driver.finished());
+  job.Exit("b", 0, 0);
+  REQUIRE(job.driver.finished());
+  CHECK(job.driver.exit_code() == 0);
+  CHECK(job.workers.started.size() == 2);  // never started once more
+  CHECK(job.driver.resets() == 0);
+}
+
+TEST_CASE("restart mode: a grant seen before the finished ranks' exits does not start the world again") {
+  // The same race the other way round: the change is handled first (every worker is stopped),
+  // then the exits come, with code 0: they had finished training before the stop reached them.
+  ElasticOptions o = Job::Options();
+  o.restart_all = true;
+  Job job(o);
+  job.Discover("a:1\nb:1\n");
+  job.Discover("a:1\nb:1\nc:1\n");
+  CHECK(job.workers.stopped == std::vector<SlotKey>{{"a", 0}, {"b", 0}});
+  job.workers.Exit(job.driver, {"a", 0}, ExitStatus::Exited(0), job.now);
+  job.workers.Exit(job.driver, {"b", 0}, ExitStatus::Exited(0), job.now);
+  REQUIRE(job.driver.finished());
+  CHECK(job.driver.exit_code() == 0);
+  CHECK(job.workers.started.size() == 2);
+}
+
+TEST_CASE("restart mode: a worker that answers the stop with exit 0 is restarted as any other") {
+  // A script that checkpoints on SIGTERM and exits 0: its exit came after etrun stopped it.
+  ElasticOptions o = Job::Options();
+  o.restart_all = true;
+  Job job(o);
+  job.Discover("a:1\nb:1\n");
+  job.Discover("a:1\nb:1\nc:1\n");
+  job.workers.Exit(job.driver, {"a", 0}, ExitStatus::Exited(0), job.now, /*stopped=*/true);
+  job.workers.Exit(job.driver, {"b", 0}, ExitStatus::Exited(0), job.now, /*stopped=*/true);
+  CHECK_FALSE(job.driver.finished());
+  CHECK(job.workers.started.size() == 5);  // the new world of three
+  CHECK(job.driver.resets() == 1);
+}
+
+TEST_CASE("restart mode: a failure beside a finished rank ends the job with the failure's code") {
+  ElasticOptions o = Job::Options();
+  o.restart_all = true;
+  Job job(o);
+  job.Discover("a:1\nb:1\n");
+  job.Exit("a", 0, 0);
+  job.Exit("b", 0, 5);
+  REQUIRE(job.driver.finished());
+  CHECK(job.driver.exit_code() == 5);
+  CHECK(job.driver.summary() == "worker b[0] exited with code 5");
+  CHECK(job.workers.started.size() == 2);
 }
 
 TEST_CASE("restart mode: a failure restarts everyone, without blacklisting, up to the limit") {

@@ -82,6 +82,24 @@ TEST_CASE("static: hosts elsewhere: the server listens on every address, ranks f
   CHECK_FALSE(local.context.started[0].request.run.per_host);
 }
 
+TEST_CASE("static: in a cascade the rank that ended first is named, with its last stderr line, whatever came first") {
+  // Rank 2's end reaches etrun after rank 0's (its output was still open), but its process ended
+  // first: it is the job's failure, its code etrun's. A rank ending later changes nothing.
+  StaticJob job(3);
+  job.Start();
+  auto t0 = std::chrono::steady_clock::time_point(std::chrono::seconds(100));
+  job.context.Finish(&job.policy, 0, ExitStatus::Exited(1), t0 + std::chrono::milliseconds(200),
+                     "RuntimeError: Connection closed by peer");
+  job.context.Finish(&job.policy, 2, ExitStatus::Exited(7), t0, "ValueError: bad batch 17");
+  job.context.Finish(&job.policy, 1, ExitStatus::Exited(1), t0 + std::chrono::milliseconds(300),
+                     "RuntimeError: Connection closed by peer");
+  CHECK(job.context.stops.size() == 1);
+  JobResult result = job.policy.Result();
+  CHECK(result.code == 7);
+  CHECK(result.cause == "rank 2 on localhost exited with code 7: \"ValueError: bad batch 17\"; "
+                        "stopped the other 2 ranks");
+}
+
 TEST_CASE("static: the first failing rank stops the others and its code and cause are the job's") {
   // Given 3 ranks, when rank 1 exits 3, the others get SIGTERM (one StopAll); their own exits
   // (SIGTERM, or a later failure) do not change the result.

@@ -352,7 +352,7 @@ TEST_CASE("for the hang watchdog: output and starts are life, taps see output wh
   ranks.OnRemoteFacts(&a, b0, "state=S\n");  // not a's rank: dropped
   ranks.OnRemoteFacts(&b, b0, "state=D\n");
   CHECK(facts == std::vector<std::pair<int, std::string>>{{b0, "state=D\n"}});
-  ranks.OnRemoteExit(&b, b0, etrun::ExitStatus::Exited(0));
+  ranks.OnRemoteExit(&b, b0, etrun::ExitStatus::Exited(0), std::chrono::steady_clock::now());
   Drain(&io);
   CHECK_FALSE(ranks.ProbeRemote(b0));  // finished
   CHECK_FALSE(ranks.ProbeRemote(12345));
@@ -386,8 +386,8 @@ TEST_CASE("the rank table knows which host runs a rank: other hosts' reports and
 
   ranks.OnRemoteOutput(&b, a0, false, "from the wrong host\n");
   ranks.OnRemoteOutput(&a, a0, false, "a0 says hi\n");
-  ranks.OnRemoteExit(&b, a1, etrun::ExitStatus::Exited(9));  // not b's: nothing ends
-  ranks.OnRemoteExit(&a, a1, etrun::ExitStatus::Exited(0));
+  ranks.OnRemoteExit(&b, a1, etrun::ExitStatus::Exited(9), std::chrono::steady_clock::now());  // not b's: nothing ends
+  ranks.OnRemoteExit(&a, a1, etrun::ExitStatus::Exited(0), std::chrono::steady_clock::now());
   ranks.OnRemoteOutput(&a, a1, false, "after its exit\n");
   ranks.Signal(a1, SIGTERM);
   CHECK(a.signals.empty());
