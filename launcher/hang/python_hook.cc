@@ -37,16 +37,31 @@ def _etrun_register():
 
 
 def _etrun_chain():
+    # The next sitecustomize.py on sys.path, run as Python would have run it. Found and executed
+    # here rather than through importlib.util, whose import alone would cost a few milliseconds.
     here = _os.path.dirname(_os.path.abspath(__file__))
-    path = [p for p in _sys.path if _os.path.abspath(p or ".") != here]
-    import importlib.machinery
-    import importlib.util
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
-    if spec is None or spec.loader is None:
-        return
-    module = importlib.util.module_from_spec(spec)
-    _sys.modules["sitecustomize"] = module
-    spec.loader.exec_module(module)
+    for entry in _sys.path:
+        folder = _os.path.abspath(entry or ".")
+        if folder == here:
+            continue
+        path = _os.path.join(folder, "sitecustomize.py")
+        if _os.path.isfile(path):
+            module = type(_sys)("sitecustomize")
+            module.__file__ = path
+            _sys.modules["sitecustomize"] = module
+            with open(path, "rb") as f:
+                code = compile(f.read(), path, "exec")
+            exec(code, module.__dict__)
+            return
+        if _os.path.isdir(_os.path.join(folder, "sitecustomize")):
+            import importlib.machinery
+            import importlib.util
+            spec = importlib.machinery.PathFinder.find_spec("sitecustomize", [folder])
+            if spec is not None and spec.loader is not None:
+                module = importlib.util.module_from_spec(spec)
+                _sys.modules["sitecustomize"] = module
+                spec.loader.exec_module(module)
+            return
 
 
 _etrun_register()
