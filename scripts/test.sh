@@ -87,9 +87,10 @@ run_ctest() {  # run_ctest DIR [PYTEST_ADDOPTS [CTEST_ARGS...]]
   grep -h '^SKIPPED' "$dir/Testing/Temporary/LastTest.log" >&2 || true
 }
 # The sanitizer stages skip what instrumenting etrun adds little to and what costs the most time:
-# the soak (the release stage runs it), PyTorch jobs, the discovery-script
+# the soak (the release stage runs it), PyTorch jobs and real Horovod, the discovery-script
 # tests (shell scripts), the smoke program, MPI (mpirun does the work), the Slurm cluster on the
-# test bed (no etrun in it) and the 10,000-connection test. TSan, whose interest is etrun's
+# test bed (no etrun in it), the wheel (made from the release build) and the 10,000-connection
+# test. TSan, whose interest is etrun's
 # threads (output writer, SSH hosts, discovery runner, rendezvous), runs the integration files
 # that exercise them; the test bed's multi-host, Slurm and fault tests run under ASan only, which
 # keeps the whole suite within 45 minutes on 2 cores.
@@ -98,11 +99,11 @@ skip_common="--ignore=$it/test_horovod_real.py --ignore=$it/test_horovod_real_sl
   --ignore=$it/test_soak.py --ignore=$it/test_elastic_torch.py
   --ignore=$it/test_discovery_scripts.py --ignore=$it/test_smoke.py --ignore=$it/test_mpi.py
   --ignore=$it/test_gpu.py --ignore=$it/test_install.py --ignore=$it/test_package.py
-  --ignore=$it/test_slurmbed.py"
+  --ignore=$it/test_slurmbed.py --ignore=$it/test_wheel.py"
 # ASan also leaves the Slurm node faults that wait on Slurm itself (a killed slurmd, a cut link:
 # the release stage runs them; the node set DOWN and the growth tests take the same paths).
-asan_pytest="$skip_common -k 'not 10000_idle and not slurmd_is_killed and not link_is_cut'"
-tsan_pytest="$skip_common -k 'not 10000_idle' --ignore=$it/test_report.py --ignore=$it/test_limits.py
+asan_pytest="$skip_common -k 'not 10000_idle and not slurmd_is_killed and not link_is_cut and not real_horovod'"
+tsan_pytest="$skip_common -k 'not 10000_idle and not real_horovod' --ignore=$it/test_report.py --ignore=$it/test_limits.py
   --ignore=$it/test_multihost.py --ignore=$it/test_testbed.py --ignore=$it/test_standins.py
   --ignore=$it/test_bad_inputs.py --ignore=$it/test_slurm.py --ignore=$it/test_slurm_preempt.py
   --ignore=$it/test_pool_slurm.py
