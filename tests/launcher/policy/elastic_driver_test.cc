@@ -42,9 +42,9 @@ class FakeWorkers : public WorkerControl {
   std::vector<SlotKey> RunningSlots() const override { return {live.begin(), live.end()}; }
   bool AnyRunning() const override { return !live.empty(); }
   void Exit(ElasticDriver& driver, const SlotKey& slot, ExitStatus status, TimePoint now,
-            bool stopped = false) {
+            bool was_stopped = false) {
     live.erase(slot);
-    driver.OnWorkerExit(slot, status, now, stopped);
+    driver.OnWorkerExit(slot, status, now, was_stopped);
   }
   std::set<SlotKey> live;
   int short_after = -1;  // once this many were started, the next start fails for a shortage
