@@ -471,7 +471,11 @@ nlohmann::json PoolState::Status(PoolTime now) const {
                     {"idle_s", std::chrono::duration<double>(now - job->last_heard).count()}});
   }
   return {{"pool", name_}, {"total", total()}, {"free", total() - used}, {"hosts", hosts},
-          {"jobs", jobs}, {"queued", last_allocation_.value(field::kQueued, nlohmann::json::array())},
+          // Before the first allocation there is none (null): nothing is queued yet.
+          {"jobs", jobs},
+          {"queued", last_allocation_.is_object()
+                         ? last_allocation_.value(field::kQueued, nlohmann::json::array())
+                         : nlohmann::json::array()},
           {"ranks_per_gpu", ranks_per_gpu_},
           {"min_hold_s", std::chrono::duration<double>(min_hold_).count()}};
 }

@@ -311,7 +311,10 @@ ReturnToService=1
 SlurmdTimeout=5
 MessageTimeout=3
 InactiveLimit=0
-KillWait=2
+# Slurm's SIGKILL after its SIGTERM to a step: past etrun's own --grace-period (5 s), as on real
+# clusters (default 30 s), so that a drain etrun runs is not cut short by Slurm on a busy machine
+# (2 s was: a rank finishing its step was killed mid-drain in test_slurm_preempt).
+KillWait=6
 # A batch job starts within a second (not after the default 3 s batch_sched_delay).
 SchedulerParameters=batch_sched_delay=0
 {nodes}PartitionName=bed Nodes=ALL Default=YES MaxTime=INFINITE State=UP

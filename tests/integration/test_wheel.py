@@ -3,6 +3,7 @@ with --no-index into a fresh venv (with Debian's site packages, so that torch is
 the venv alone etrun, `python -m etrun`, etrun-smoke and an SSH job on two bed hosts run; the
 programs need only glibc, the wheel's tag names the glibc they need, and `pip uninstall` takes
 back every file it put there."""
+import hashlib
 import os
 import re
 import shutil
@@ -178,31 +179,42 @@ def test_the_installed_discovery_script_and_etrun_smoke_work(venv, tmp_path):
 
 def test_an_ssh_job_on_two_bed_hosts_runs_from_the_venv(venv, bed, tmp_path):
     """Once with the installed etrun-agent beside etrun (the bed's hosts share this file system:
-    they run that one), once with it gone and an empty agent cache: the installed etrun then
-    brings the copy it carries to each host."""
+    they run that one), once with it gone and h2's agent cache (root's ~/.cache, as h2 logs in)
+    hidden behind an empty folder: the installed etrun then brings h2 the copy it carries."""
     where, _ = venv
     env = venv_env(where, bed.home, bed.env())
     env["PATH"] = f"{where}/bin:" + env["PATH"]  # the bed's ssh wrapper stays on PATH after it
     key = os.path.join(bed.home, ".ssh", "id_ed25519")
 
-    def job(cache):
+    def job():
         argv = ["etrun", "-np", "2", "-H", "h1:1,h2:1", "-i", key, "--log-level", "DEBUG", "sh",
                 "-c", "echo rank $HOROVOD_RANK on $(hostname)"]
         r = subprocess.run(bed.exec_argv(argv), capture_output=True, text=True, timeout=120,
-                           env=dict(env, XDG_CACHE_HOME=str(cache)), cwd=tmp_path,
-                           stdin=subprocess.DEVNULL)
+                           env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
         assert r.returncode == 0, r.stderr
         assert sorted(r.stdout.splitlines()) == ["[0]<stdout>:rank 0 on h1",
                                                  "[1]<stdout>:rank 1 on h2"]
-        return sorted(re.findall(r"(h\d): no usable etrun there; sending this one", r.stderr))
+        return re.findall(r"(h\d): no usable etrun there; sending this one", r.stderr)
 
-    assert job(tmp_path / "cache1") == []
+    assert job() == []
     agent = where / "bin/etrun-agent"
+    with open(agent, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    empty = tmp_path / "h2-cache"
+    empty.mkdir()
+    home_cache = os.path.expanduser("~/.cache")
+    os.makedirs(home_cache, exist_ok=True)
+    r = bed.run_host("h2", ["mount", "--bind", str(empty), home_cache])
+    assert r.returncode == 0, r.stderr
     os.rename(agent, tmp_path / "agent")
     try:
-        assert job(tmp_path / "cache2") == ["h1", "h2"]
+        sent = job()
     finally:
         os.rename(tmp_path / "agent", agent)
+        bed.run_host("h2", ["umount", home_cache])
+    assert "h2" in sent
+    # What h2 was sent, and kept, is the installed agent.
+    assert os.listdir(empty / "etrun" / "agent") == [digest]
 
 
 def test_pip_uninstall_takes_back_every_file_it_installed(venv):

@@ -191,6 +191,16 @@ TEST_CASE("pool: GPU devices per slot; ranks-per-gpu shares a device among slots
   CHECK(two.grant.hosts[0].devices == std::vector<std::string>{"GPU-b"});
 }
 
+TEST_CASE("pool: a status asked before the first allocation shows the pool, nothing queued") {
+  // `etrun pool status` right after `pool start`, before any host or job: it threw (value() of
+  // the null allocation), found in review.
+  PoolState pool("p", 1, 0ms, [](const char*, nlohmann::json) {});
+  nlohmann::json status = pool.Status(PoolTime{});
+  CHECK(status["pool"] == "p");
+  CHECK(status["queued"] == nlohmann::json::array());
+  CHECK(status["total"] == 0);
+}
+
 TEST_CASE("pool: each grant says how its hosts' ranks start; the status shows it") {
   // Given a pool inside Slurm (every host through srun) but h3 without a template, a job's
   // grant carries each held host's template, and none for h3.
