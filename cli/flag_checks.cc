@@ -270,15 +270,17 @@ bool CheckMpi(const FlagTable& t, const JobConfig& c, std::string* err) {
 bool HangTimeoutFromEnv(const FlagTable& t, const std::vector<std::string>& env, JobConfig* c,
                         std::string* err) {
   if (c->hang_timeout_s) {
-    if (!(*c->hang_timeout_s > 0)) {
-      *err = "--hang-timeout: expected seconds above 0, got " + fmt::format("{:g}", *c->hang_timeout_s);
+    if (!(*c->hang_timeout_s >= 0.001 && *c->hang_timeout_s <= 1e9)) {
+      *err = "--hang-timeout: expected seconds from 0.001 to 1e9, got " +
+             fmt::format("{:g}", *c->hang_timeout_s);
       return false;
     }
-  } else if (std::string value = launcher::EnvValue(env, "ETRUN_HANG_TIMEOUT"); !value.empty()) {
+  } else if (std::string value = launcher::EnvValue(env, "ETRUN_HANG_TIMEOUT");
+             !value.empty() && c->controller != Controller::kMpi) {  // mpirun's ranks: not ours
     char* end = nullptr;
     double seconds = strtod(value.c_str(), &end);
-    if (end == value.c_str() || *end != '\0' || !(seconds > 0) || seconds > 1e9) {
-      *err = "ETRUN_HANG_TIMEOUT: expected seconds above 0, got '" + value +
+    if (end == value.c_str() || *end != '\0' || !(seconds >= 0.001) || seconds > 1e9) {
+      *err = "ETRUN_HANG_TIMEOUT: expected seconds from 0.001 to 1e9, got '" + value +
              "': set it to a number such as 300, or unset it";
       return false;
     }

@@ -148,9 +148,10 @@ bool RankLauncher::Plan(const RankRequest& request, LaunchSpec* spec, std::strin
   if (config_.hang_timeout_s) {
     spec->env = OverlayEnvironment(std::move(spec->env), {StackSignalVar()});
     std::string why;
-    if (!hang::ApplyPythonHook(&spec->env, &why)) {
-      spdlog::warn("rank {} starts without the stack-dump hook (--hang-timeout shows no Python "
-                   "stack for it): {}", slot.rank, why);
+    if (!hang::ApplyPythonHook(&spec->env, &why) && !hook_warned_) {
+      hook_warned_ = true;  // once: the reason is the same for every rank here
+      spdlog::warn("ranks start without the stack-dump hook (--hang-timeout shows no Python "
+                   "stack of theirs): {}", why);
     }
   }
   return true;

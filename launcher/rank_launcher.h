@@ -86,6 +86,7 @@ class RankLauncher {
   discovery::HostDirectory* hosts_;
   rendezvous::AccessList* access_;
   events::EventLog* events_;
+  bool hook_warned_ = false;  // the stack-dump hook could not be made here (said once)
 };
 
 }  // namespace etrun::launcher

@@ -160,7 +160,8 @@ void Runtime::OnHang(const hang::Verdict& verdict) {
   const char* action = config_.hang_action == HangAction::kAbort     ? "abort"
                        : config_.hang_action == HangAction::kRestart ? "restart"
                                                                      : "dump";
-  if (stopping_ || hang_result_) return;
+  // A job ending already (a failure, a signal, training done) keeps its own outcome.
+  if (stopping_ || hang_result_ || policy_->Status().state == "finishing") return;
   sink_->Append(console_.console_err, verdict.line + "\n");
   events_.Emit(events::kHang, {{field::kReason, verdict.why},
                                {field::kVerdict, verdict.line},

@@ -284,8 +284,10 @@ class Agent {
       return Refuse(id, err, kHostNetworkFailure);
     }
     spec.env = OverlayEnvironment(std::move(spec.env), facts);
-    if (!hang::ApplyPythonHook(&spec.env, &err)) {
-      spdlog::debug("{}: rank {} starts without the stack-dump hook: {}", options_.host, id, err);
+    if (!hang::ApplyPythonHook(&spec.env, &err) && !hook_warned_) {
+      hook_warned_ = true;  // once per host: the reason is the same for all its ranks
+      Say("ranks start without the stack-dump hook (--hang-timeout shows no Python stack of "
+          "theirs): " + err);
     }
     RankOutput output;
     output.console_out = out_;
@@ -410,6 +412,7 @@ class Agent {
 
   AgentOptions options_;
   const std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
+  bool hook_warned_ = false;
   asio::io_context io_;
   asio::signal_set signals_{io_, SIGCHLD, SIGTERM, SIGINT};
   asio::steady_timer timer_{io_};

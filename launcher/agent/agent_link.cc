@@ -242,7 +242,10 @@ void AgentLink::OnFrame(Frame& f) {
       if (!ParseExitText(f.data, &status, &at_ms)) status = ExitStatus::Exited(kHostLost);
       auto now = std::chrono::steady_clock::now();
       auto exited_at = now;
-      if (at_ms >= 0 && agent_epoch_) exited_at = std::min(now, *agent_epoch_ + std::chrono::milliseconds(at_ms));
+      if (at_ms >= 0 && agent_epoch_) {  // at most a year of the agent's clock: no overflow
+        int64_t ms = std::min<int64_t>(at_ms, int64_t{366} * 24 * 3600 * 1000);
+        exited_at = std::min(now, *agent_epoch_ + std::chrono::milliseconds(ms));
+      }
       events_->OnRemoteExit(this, id, status, exited_at);
       return;
     }
@@ -252,7 +255,7 @@ void AgentLink::OnFrame(Frame& f) {
       // the hello's way over, alike for every rank of the host).
       size_t at = facts_.find("clock_ms=");
       if (at != std::string::npos && (at == 0 || facts_[at - 1] == '\n')) {
-        int64_t ms = atoll(facts_.c_str() + at + 9);
+        int64_t ms = std::clamp<int64_t>(atoll(facts_.c_str() + at + 9), 0, int64_t{366} * 24 * 3600 * 1000);
         agent_epoch_ = std::chrono::steady_clock::now() - std::chrono::milliseconds(ms);
       }
       return;

@@ -1,5 +1,7 @@
 #include "launcher/hang/hang_watch.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -46,13 +48,23 @@ void HangWatch::Stop() {
     collect_timer_.cancel();
     ranks_->set_output_tap(nullptr);
     ranks_->set_facts_tap(nullptr);
-    waiting_.clear();
+    // Whoever asked (etrun dump) hears that the job ended first rather than waiting in vain.
+    Verdict ended;
+    ended.why = why_;
+    ended.summary = "the job ended before the dump was complete";
+    ended.line = "etrun: hang: " + why_ + ": " + ended.summary;
+    std::vector<std::function<void(const Verdict&)>> waiting;
+    waiting.swap(waiting_);
+    for (auto& done : waiting) done(ended);
   }
 }
 
 void HangWatch::Check() {
   if (!watching_) return;
   auto now = std::chrono::steady_clock::now();
+  // Output not read (a congested console: a paused pager, a stalled pipe) is no silence of the
+  // ranks: the clock starts once reading goes on.
+  if (ranks_->reading_paused()) quiet_since_ = now;
   auto since = std::max(ranks_->last_activity(), quiet_since_);
   if (!dumping_ && ranks_->active() > 0 && now - since >= options_.timeout) {
     timed_out_ = true;
@@ -100,8 +112,11 @@ void HangWatch::Finish() {
   if (!dumping_) return;
   ranks_->set_output_tap(nullptr);
   ranks_->set_facts_tap(nullptr);
+  std::vector<int> running;  // a rank that ended meanwhile is not hung
+  for (const RankSet::Running& r : ranks_->Unfinished()) running.push_back(r.id);
   std::vector<RankObservation> seen;
   for (const RankSet::Running& r : ranks_dumped_) {
+    if (std::find(running.begin(), running.end(), r.id) == running.end()) continue;
     RankObservation o;
     o.rank = r.rank;
     o.host = r.host;
@@ -118,7 +133,9 @@ void HangWatch::Finish() {
   }
   Verdict verdict = JudgeHang(why_, std::move(seen));
   dumping_ = false;
-  quiet_since_ = std::chrono::steady_clock::now();
+  // After a timeout's dump the next one follows another timeout of silence; a dump on request
+  // (etrun dump) does not put the watchdog off.
+  if (timed_out_) quiet_since_ = std::chrono::steady_clock::now();
   bool timed_out = timed_out_;
   timed_out_ = false;
   std::vector<std::function<void(const Verdict&)>> waiting;

@@ -69,6 +69,14 @@ bool ReadFacts(pid_t pid, ProcFacts* facts, int depth) {
   facts->state = stat[close + 2];
   std::string wchan = ReadSmallFile(base + "wchan");
   facts->wchan = (wchan == "0" || facts->state == 'R') ? "" : Clean(wchan);
+  if (facts->state == 'D') {
+    // Reading the command line of a process in uninterruptible sleep can block for as long as it
+    // sleeps (it takes the process's memory lock, which it may hold): its name from stat only.
+    size_t open = stat.find('(');
+    facts->command = open == std::string::npos ? "" : Clean(stat.substr(open + 1, close - open - 1));
+    facts->child.clear();
+    return true;
+  }
   std::string cmdline = ReadSmallFile(base + "cmdline");
   while (!cmdline.empty() && cmdline.back() == '\0') cmdline.pop_back();
   for (char& c : cmdline) {

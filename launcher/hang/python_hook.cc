@@ -26,7 +26,8 @@ import sys as _sys
 def _etrun_register():
     try:
         signum = int(_os.environ.get("ETRUN_STACK_SIGNAL", "0"))
-        if signum <= 0 or _os.environ.get("ETRUN_STACK_OWNER"):
+        owner = _os.environ.get("ETRUN_STACK_OWNER")
+        if signum <= 0 or (owner and owner != str(_os.getpid())):
             return
         import faulthandler
         faulthandler.register(signum, file=2, all_threads=True, chain=False)
@@ -97,6 +98,16 @@ bool MakePrivateDirs(const std::string& from, const std::string& path, std::stri
     *err = path + " is not a folder of this user's that only it may change";
     return false;
   }
+  // Every folder above it too, as the agent's bootstrap checks its cache: this user's or root's,
+  // and writable by no one else unless sticky (/tmp), so nobody can swap the path's folders.
+  for (std::string up = path.substr(0, path.rfind('/')); !up.empty(); up = up.substr(0, up.rfind('/'))) {
+    if (stat(up.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        (st.st_uid != geteuid() && st.st_uid != 0) ||
+        ((st.st_mode & 022) != 0 && (st.st_mode & S_ISVTX) == 0)) {
+      *err = up + " (above " + path + ") is a folder others may change";
+      return false;
+    }
+  }
   return true;
 }
 
@@ -131,7 +142,10 @@ std::string MakeHookDir(std::string* err) {
   if (!MakePrivateDirs(base, dir, err)) return "";
   std::string file = dir + "/sitecustomize.py";
   if (SameContent(file, kHook)) return dir;
-  std::string partial = file + "." + std::to_string(getpid());
+  char host[64] = {};
+  gethostname(host, sizeof(host) - 1);
+  // Named by host and pid: agents on hosts that share a home must not write the same file.
+  std::string partial = file + "." + host + "." + std::to_string(getpid());
   int fd = open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     *err = "cannot write " + partial + ": " + strerror(errno);
@@ -165,6 +179,9 @@ std::string PythonHookDir(std::string* err) {
 }
 
 bool ApplyPythonHook(std::vector<std::string>* env, std::string* err) {
+  // Whose stacks a process dumps is decided in the rank, never inherited from the launcher's own
+  // environment (etrun started from a hooked process).
+  std::erase_if(*env, [](const std::string& kv) { return kv.starts_with("ETRUN_STACK_OWNER="); });
   if (EnvValue(*env, kStackSignalVar).empty()) return true;
   std::string dir = PythonHookDir(err);
   if (dir.empty()) return false;

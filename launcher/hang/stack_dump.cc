@@ -179,11 +179,19 @@ Verdict JudgeHang(std::string_view why, std::vector<RankObservation> ranks) {
   Verdict v;
   v.why = std::string(why);
   std::vector<std::string> parts;
+  // The place where most ranks wait: one alone holding more ranks than any other (a tie, or one
+  // rank per place, names nobody odd: there is no telling which side is stuck).
   size_t most = 0;
+  bool unique = true;
   for (size_t i = 1; i < places.size(); ++i) {
-    if (places[i].second.size() > places[most].second.size()) most = i;
+    if (places[i].second.size() > places[most].second.size()) {
+      most = i;
+      unique = true;
+    } else if (places[i].second.size() == places[most].second.size()) {
+      unique = false;
+    }
   }
-  bool majority = !places.empty() && (places.size() == 1 || places[most].second.size() > 1);
+  bool majority = !places.empty() && unique && (places.size() == 1 || places[most].second.size() > 1);
   std::vector<const RankObservation*> odd;
   if (majority) {
     const auto& [place, group] = places[most];
@@ -216,9 +224,10 @@ Verdict JudgeHang(std::string_view why, std::vector<RankObservation> ranks) {
   for (const auto& [state, members] : states) {
     std::string who = Who(members, true);
     std::string has = members.size() == 1 ? " has" : " have";
+    // Shown, never odd: a rank without a stack (not Python, its hook missing, its dump late)
+    // says nothing about where it is stuck, and --hang-action restart must not blame its host.
     parts.push_back(state.empty() ? who + " gave neither a Python stack nor its state"
                                   : who + has + " no Python stack: " + state);
-    if (!places.empty()) odd.insert(odd.end(), members.begin(), members.end());
   }
   std::sort(odd.begin(), odd.end(), [](auto a, auto b) { return a->rank < b->rank; });
   for (const RankObservation* r : odd) {

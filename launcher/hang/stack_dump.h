@@ -7,8 +7,9 @@
 //   Current thread 0x00007f2b... (most recent call first):
 //     File "train.py", line 41 in load_batch
 // The main thread is the one whose outermost frame is not threading's _bootstrap; its innermost
-// frame is where the rank is. The verdict compares those frames across ranks: the most common
-// place is where the job waits, ranks elsewhere are the odd ones. Pure.
+// frame is where the rank is. The verdict compares those frames across ranks: the place more
+// ranks wait in than in any other is where the job waits, ranks elsewhere are the odd ones;
+// ranks without a stack are shown with their kernel state and are never odd. Pure.
 #ifndef ETRUN_LAUNCHER_HANG_STACK_DUMP_H_
 #define ETRUN_LAUNCHER_HANG_STACK_DUMP_H_
 
@@ -58,7 +59,7 @@ struct Verdict {
   std::vector<RankObservation> ranks;  // in rank order
   std::string line;               // "etrun: hang: <why>: ranks 0,1,3 wait in ...; rank 2 on b is elsewhere: ..."
   std::string waiting_in;         // the most common place ("" when no rank gave a stack)
-  std::vector<int> odd_ranks;     // ranks elsewhere, or with no stack while others have one
+  std::vector<int> odd_ranks;     // ranks whose stack is elsewhere than the most common place
   std::vector<std::string> odd_hosts;  // their hosts, each once, in rank order
 };
 

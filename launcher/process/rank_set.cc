@@ -55,7 +55,8 @@ struct RankSet::Rank {
   RankHost* remote = nullptr;  // its host's agent runs it
   bool exited = false;
   bool finished = false;
-  bool stopped = false;  // see Finished::stopped
+  // When etrun first sent it a stop signal; Finished::stopped compares it with exited_at.
+  std::optional<std::chrono::steady_clock::time_point> stop_sent_at;
   std::chrono::steady_clock::time_point exited_at;
   std::string last_stderr;
   ExitStatus status;
@@ -346,7 +347,8 @@ void RankSet::MaybeFinish(Rank* r) {
   asio::post(*io_, [this, alive, id = r->id] {
     if (alive.lock()) Forget(id);
   });
-  finished_.push_back({r->id, r->rank, r->host, r->process.pid, r->status, r->local_rank, r->stopped,
+  bool stopped = r->stop_sent_at && r->exited_at >= *r->stop_sent_at;
+  finished_.push_back({r->id, r->rank, r->host, r->process.pid, r->status, r->local_rank, stopped,
                        r->exited_at, r->last_stderr});
   if (finished_.size() == 1 && on_finished_) {
     asio::post(*io_, [this, alive] {
@@ -378,8 +380,12 @@ int RankSet::starts(const std::string& host, int local_rank) const {
 
 void RankSet::Forget(int id) { ranks_.erase(id); }
 
+bool RankSet::IsStop(int sig) { return sig == SIGTERM || sig == SIGKILL || sig == SIGINT || sig == SIGHUP; }
+
 void RankSet::NoteStop(Rank* r, int sig) {
-  if (!r->exited && (sig == SIGTERM || sig == SIGKILL || sig == SIGINT || sig == SIGHUP)) r->stopped = true;
+  if (!r->stop_sent_at && IsStop(sig)) {
+    r->stop_sent_at = std::chrono::steady_clock::now();
+  }
 }
 
 void RankSet::Kill(const Rank& r, int sig) const {
@@ -406,11 +412,13 @@ std::vector<RankSet::Running> RankSet::Unfinished() const {
 void RankSet::Signal(int id, int sig) {
   auto it = ranks_.find(id);
   if (it == ranks_.end() || it->second->finished) return;
+  if (IsStop(sig)) Reap();  // an exit that already happened is known as one before the stop
   NoteStop(it->second.get(), sig);
   Kill(*it->second, sig);
 }
 
 void RankSet::SignalAll(int sig) {
+  if (IsStop(sig)) Reap();  // as Signal
   for (auto& [id, r] : ranks_) {
     if (r->finished) continue;
     NoteStop(r.get(), sig);

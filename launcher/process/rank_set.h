@@ -73,8 +73,9 @@ class RankSet : public RankHostEvents {
     pid_t pid;
     ExitStatus status;
     int local_rank = -1;  // its slot on `host`, as started; -1: none
-    // etrun sent it a stop signal (SIGTERM, SIGKILL, SIGINT, SIGHUP) before its end was known:
-    // an exit 0 then may be its answer to the stop rather than the end of its work.
+    // Its process ended after etrun sent it a stop signal (SIGTERM, SIGKILL, SIGINT, SIGHUP), by
+    // exited_at (a remote rank's as its agent saw it): an exit 0 then may be its answer to the
+    // stop rather than the end of its work.
     bool stopped = false;
     // When its process ended (not when its output closed): what orders a cascade's failures.
     std::chrono::steady_clock::time_point exited_at;
@@ -154,6 +155,9 @@ class RankSet : public RankHostEvents {
   // For the hang watchdog (launcher/hang/hang_watch.h). When the job last showed life: a rank
   // printed (any bytes), started or finished.
   std::chrono::steady_clock::time_point last_activity() const { return last_activity_; }
+  // Whether reading the ranks' output is paused because the console is congested: their
+  // silence then says nothing about them.
+  bool reading_paused() const { return !paused_.empty() || !paused_hosts_.empty(); }
   // While set, every piece of any rank's output (as read, before prefixing) is also given to
   // `tap`; unset (null) it costs nothing.
   using OutputTap = std::function<void(int id, bool is_stderr, std::string_view data)>;
@@ -187,6 +191,7 @@ class RankSet : public RankHostEvents {
   int Adopt(std::unique_ptr<Rank> r, int* id);
   void Kill(const Rank& rank, int sig) const;
   void NoteStop(Rank* rank, int sig);
+  static bool IsStop(int sig);
 
   boost::asio::io_context* io_;
   Spawner* spawner_;

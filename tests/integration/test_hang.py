@@ -236,12 +236,27 @@ def test_the_stack_hook_keeps_the_scripts_own_sitecustomize_and_debians(tmp_path
     assert r.stdout.decode().splitlines()[-1] == f"[0]<stdout>:{own}"
 
 
+def test_an_exported_hang_timeout_leaves_mpi_jobs_alone():
+    """A site profile may export ETRUN_HANG_TIMEOUT: --mpi jobs (mpirun's ranks, not etrun's to
+    dump) run as before; only an explicit --hang-timeout with --mpi is refused."""
+    r = run_etrun(["--mpi", "-np", "1", "true"], env={"ETRUN_HANG_TIMEOUT": "300",
+                                                       "OMPI_ALLOW_RUN_AS_ROOT": "1",
+                                                       "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = run_etrun(["--mpi", "-np", "1", "--hang-timeout", "5", "true"], timeout=30)
+    assert r.returncode == 2
+    assert r.stderr.decode() == ("etrun: error: --mpi and --hang-timeout cannot be used together: "
+                                 "mpirun's ranks are not etrun's to dump; leave out one of them\n")
+
+
 @pytest.mark.parametrize("args,env,message", [
     (["--hang-action", "abort"], {}, "etrun: error: --hang-action acts on a hang that --hang-timeout "
                                      "SECONDS (or $ETRUN_HANG_TIMEOUT) detects: give one"),
-    (["--hang-timeout", "0"], {}, "etrun: error: --hang-timeout: expected seconds above 0, got 0"),
-    ([], {"ETRUN_HANG_TIMEOUT": "soon"}, "etrun: error: ETRUN_HANG_TIMEOUT: expected seconds above 0, "
-                                         "got 'soon': set it to a number such as 300, or unset it"),
+    (["--hang-timeout", "0"], {}, "etrun: error: --hang-timeout: expected seconds from 0.001 to 1e9, "
+                                  "got 0"),
+    (["--hang-timeout", "inf"], {}, None),
+    ([], {"ETRUN_HANG_TIMEOUT": "soon"}, "etrun: error: ETRUN_HANG_TIMEOUT: expected seconds from 0.001 "
+                                         "to 1e9, got 'soon': set it to a number such as 300, or unset it"),
     (["--hang-timeout", "5", "--hang-action", "restart"], {},
      "etrun: error: --hang-action restart treats the odd ranks' hosts as failed, which only an elastic "
      "job survives: add --min-np (or --host-discovery-script), or use --hang-action abort"),

@@ -31,9 +31,10 @@ TEST_CASE("a rank that asks for the hook gets its folder first on PYTHONPATH; ot
   std::string dir = PythonHookDir(&err);
   REQUIRE_FALSE(dir.empty());
   CHECK(EnvValue(asked, "PYTHONPATH") == dir + ":/mine:/theirs");
-  std::vector<std::string> bare = {"ETRUN_STACK_SIGNAL=23"};
+  std::vector<std::string> bare = {"ETRUN_STACK_SIGNAL=23", "ETRUN_STACK_OWNER=77"};
   REQUIRE(ApplyPythonHook(&bare, &err));
   CHECK(EnvValue(bare, "PYTHONPATH") == dir);
+  CHECK(EnvValue(bare, "ETRUN_STACK_OWNER").empty());  // decided in the rank, never inherited
 
   // The module is there, the user's alone to change, and says what it is.
   struct stat st;

@@ -188,6 +188,29 @@ TEST_CASE("a rank finishes only after its output is drained, and its leftover ch
   CHECK(took < std::chrono::seconds(30));  // not the child's 60 s sleep
 }
 
+TEST_CASE("a finished rank says when its process ended, whether a stop came first, and its last stderr line") {
+  // Rank 0 exits 0 at once but its child holds its output open (it finishes late); rank 1 fails
+  // after 0.3 s, last saying "boom"; then everything is stopped, rank 2 (sleeping) with it. Only
+  // rank 2 ended after the stop; rank 0's process had ended before it, though it finished after.
+  Harness h;
+  h.then = [](RankSet* ranks, const RankOutput&, const RankSet::Finished& f) {
+    if (f.rank == 1) ranks->SignalAll(SIGTERM);
+  };
+  h.RunAll({Shell("(sleep 60) & exit 0"), Shell("sleep 0.3; echo one >&2; echo boom >&2; exit 5"),
+            Shell("exec sleep 60")});
+  REQUIRE(h.finished.size() == 3);
+  std::sort(h.finished.begin(), h.finished.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+  CHECK(h.finished[0].status.success());
+  CHECK_FALSE(h.finished[0].stopped);
+  CHECK(h.finished[1].status.ShellCode() == 5);
+  CHECK_FALSE(h.finished[1].stopped);
+  CHECK(h.finished[1].last_stderr == "boom");
+  CHECK(h.finished[0].last_stderr.empty());
+  CHECK(h.finished[0].exited_at < h.finished[1].exited_at);
+  CHECK(h.finished[2].stopped);
+  CHECK(h.finished[2].status.kind == etrun::ExitStatus::Kind::kSignaled);
+}
+
 TEST_CASE("a finish callback may start more ranks while exits are being reaped") {
   // Given a rank that closes its output before it exits, so that it finishes inside Reap(), and a
   // second rank after it in the table, when the callback starts four more ranks (the table grows
