@@ -7,6 +7,7 @@
 #ifndef ETRUN_LAUNCHER_REMOTE_STARTER_H_
 #define ETRUN_LAUNCHER_REMOTE_STARTER_H_
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,10 +50,12 @@ struct RemoteRank {
 class RemoteStarter {
  public:
   virtual ~RemoteStarter() = default;
-  // The runtime's loop, rank set and events file, before the first remote rank starts; Detach()
-  // closes every host's connection (the agents stop what still runs there and exit) and forgets
-  // them.
-  virtual void Attach(boost::asio::io_context* io, RankHostEvents* events, events::EventLog* log) = 0;
+  // The runtime's loop, rank set and events file, before the first remote rank starts, and what a
+  // stop signal to etrun does (`stop`: called when a cluster signals the job's own steps, as
+  // Slurm's preemption does); Detach() closes every host's connection (the agents stop what still
+  // runs there and exit) and forgets them.
+  virtual void Attach(boost::asio::io_context* io, RankHostEvents* events, events::EventLog* log,
+                      std::function<void(int sig)> stop) = 0;
   virtual void Detach() = 0;
   // Sets spec->remote_host to `rank`'s host agent (its connection started on first use) and
   // spec->remote_command to what the agent runs. Returns false and sets *err when it cannot

@@ -134,7 +134,10 @@ JobResult Runtime::RunJob() {
   ranks_ = std::make_unique<RankSet>(&io_, services_.spawner, sink_.get(), &guardian_,
                                      config_.grace_period());
   ranks_->set_on_finished([this] { DeliverFinished(); });
-  if (services_.remote != nullptr) services_.remote->Attach(&io_, ranks_.get(), &events_);
+  if (services_.remote != nullptr) services_.remote->Attach(&io_, ranks_.get(), &events_, [this](int sig) {
+      OnStop(sig);
+      CheckDone();
+    });
   access_.emplace(BaseAccessList(config_, hosts_.interfaces()));
   launcher_ = std::make_unique<RankLauncher>(config_, environ_, ranks_.get(), sink_.get(), console_,
                                              services_.remote, &hosts_, &*access_, &events_);
@@ -240,16 +243,19 @@ void Runtime::OnSignal(const boost::system::error_code& ec, int sig) {
     ranks_->Reap();
   } else if (sig == SIGUSR1 || sig == SIGUSR2) {
     policy_->OnUserSignal(sig);
-  } else if (stop_signal_ != 0) {
-    policy_->OnRepeatedStopSignal(sig);
   } else {
-    stop_signal_ = sig;
-    policy_->OnStopSignal(sig);
+    OnStop(sig);
   }
   CheckDone();
   if (!done_) {
     signals_->async_wait([this](const boost::system::error_code& e, int s) { OnSignal(e, s); });
   }
+}
+
+void Runtime::OnStop(int sig) {
+  if (stop_signal_ != 0) return policy_->OnRepeatedStopSignal(sig);
+  stop_signal_ = sig;
+  policy_->OnStopSignal(sig);
 }
 
 void Runtime::DeliverFinished() {

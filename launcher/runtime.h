@@ -110,6 +110,8 @@ class Runtime : public JobContext {
   void DeliverFinished();
   bool StartServers(JobResult* result);
   void OnSignal(const boost::system::error_code& ec, int sig);
+  // A stop signal (SIGINT, SIGTERM, SIGHUP) to the job: the first stops it, a repeat as the policy says.
+  void OnStop(int sig);
   void OnControl(const rendezvous::HttpRequest& request, ControlRespond respond);
   void OnHang(const hang::Verdict& verdict);
   nlohmann::json StartEvent() const;

@@ -269,7 +269,9 @@ void AgentLink::OnFrame(Frame& f) {
       return;
     case kTerm:
       spdlog::debug("{}: the agent got SIGTERM", options_.host);
-      if (options_.pass_term) kill(getpid(), SIGTERM);
+      // Now, not through a signal to etrun: a signal is taken in after the exits this read may
+      // hold, and a rank that drained on the cluster's SIGTERM would read as finished.
+      if (options_.on_term) options_.on_term();
       return;
     default:
       return Lose(fmt::format("the agent sent an unknown frame ({:d})", static_cast<int>(f.op)));

@@ -86,7 +86,9 @@ class AgentLink : public RankHost {
     // Called once per silence when the host is late but not lost (the launcher says so).
     std::function<void(const std::string& host, double silent_s, double bound_s)> on_late;
     double start_timeout_s = 60; // until the agent is up
-    bool pass_term = false;      // a SIGTERM the agent got is raised here (Slurm signalled it)
+    // A SIGTERM the agent got (Slurm signalled the job's steps): stops the job as one to etrun
+    // does, before anything the agent sent after it (its ranks' exits) is taken in. Null: ignored.
+    std::function<void()> on_term;
     AgentImage* image = nullptr; // sent when the host has none; null: never
     // Written to the stream before anything else: the bootstrap, for a remote shell whose
     // command is `sh -s` (one line, which every sh reads whole before running any of it, so

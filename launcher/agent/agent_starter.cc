@@ -77,10 +77,12 @@ AgentStarter::AgentStarter(const JobConfig& config, std::vector<std::string> env
 
 AgentStarter::~AgentStarter() { Detach(); }
 
-void AgentStarter::Attach(boost::asio::io_context* io, RankHostEvents* events, events::EventLog* log) {
+void AgentStarter::Attach(boost::asio::io_context* io, RankHostEvents* events, events::EventLog* log,
+                          std::function<void(int sig)> stop) {
   io_ = io;
   events_ = events;
   log_ = log;
+  stop_ = std::move(stop);
 }
 
 void AgentStarter::Detach() {
@@ -92,6 +94,7 @@ void AgentStarter::Detach() {
   replaced_.clear();
   io_ = nullptr;
   events_ = nullptr;
+  stop_ = nullptr;
 }
 
 AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
@@ -134,7 +137,9 @@ AgentStarter::Host* AgentStarter::Open(const RemoteRank& rank) {
   // ending is no stop, and neither is one pod of a remote shell being terminated (its host is
   // lost instead).
   const discovery::ClusterKind* kind = rank.start.kind;
-  options.pass_term = kind != nullptr && kind->words().term_stops_job && rank.start.job_own;
+  if (kind != nullptr && kind->words().term_stops_job && rank.start.job_own && stop_) {
+    options.on_term = [stop = stop_] { stop(SIGTERM); };
+  }
   AgentTransport transport;
   std::string err;
   if (!shell.empty()) {

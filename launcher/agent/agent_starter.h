@@ -33,7 +33,8 @@ class AgentStarter : public RemoteStarter {
   AgentStarter(const JobConfig& config, std::vector<std::string> environment, AgentImage* image);
   ~AgentStarter() override;
 
-  void Attach(boost::asio::io_context* io, RankHostEvents* events, events::EventLog* log) override;
+  void Attach(boost::asio::io_context* io, RankHostEvents* events, events::EventLog* log,
+              std::function<void(int sig)> stop) override;
   void Detach() override;
   bool Plan(const RemoteRank& rank, LaunchSpec* spec, std::string* err) override;
   bool Unreachable(const std::string& host, const ExitStatus& status) const override;
@@ -55,6 +56,7 @@ class AgentStarter : public RemoteStarter {
   boost::asio::io_context* io_ = nullptr;
   RankHostEvents* events_ = nullptr;
   events::EventLog* log_ = nullptr;
+  std::function<void(int sig)> stop_;
   AgentImage* image_;
   std::map<std::string, Host> hosts_;
   // Links that were lost and replaced by a new connection to the same host: kept until Detach

@@ -29,7 +29,8 @@ class FakeRemote : public RemoteStarter, public RankHost {
   explicit FakeRemote(const JobConfig& config) : config_(&config) {}
 
   // RemoteStarter
-  void Attach(boost::asio::io_context*, RankHostEvents*, events::EventLog*) override {}
+  void Attach(boost::asio::io_context*, RankHostEvents*, events::EventLog*,
+              std::function<void(int)>) override {}
   void Detach() override {}
   bool Plan(const RemoteRank& rank, LaunchSpec* spec, std::string* err) override {
     planned.push_back(rank);

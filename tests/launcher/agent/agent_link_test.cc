@@ -193,6 +193,40 @@ TEST_CASE("the agent's frames are each rank's output and exit; signals go to the
   CHECK(t.link.RunDetached("ss -K dst 198.18.0.3"));
 }
 
+TEST_CASE("the agent's SIGTERM stops the job before the exits it sent after it are taken in") {
+  // Slurm signals a job's steps: the agent says so, then its ranks drain and exit 0. Their exits,
+  // read in the same turn, must find the job stopping already, or they read as finished.
+  AgentLink::Options options = Named("h2");
+  std::vector<std::string> order;
+  const std::map<int, ExitStatus>* exits = nullptr;
+  options.on_term = [&] { order.push_back("term, exits seen: " + std::to_string(exits->size())); };
+  Linked t(options);
+  exits = &t.events.exits;
+  t.agent.Say(std::string(kHelloLine) + "x\n");
+  t.Start(1, "a", {});
+  std::string bytes;
+  AppendFrame(&bytes, kTerm, 0, "");
+  AppendFrame(&bytes, kExit, 1, "c0");
+  t.agent.Say(bytes);  // one write: one read
+  RunUntil(&t.io, [&] { return t.events.exits.size() == 1; });
+  REQUIRE(t.events.exits.size() == 1);
+  CHECK(order == std::vector<std::string>{"term, exits seen: 0"});
+  t.agent.Frame(kTerm, 0, "");  // again: passed on again (the runtime counts it a repeat)
+  RunUntil(&t.io, [&] { return order.size() == 2; });
+  CHECK(order == std::vector<std::string>{"term, exits seen: 0", "term, exits seen: 1"});
+}
+
+TEST_CASE("an agent's SIGTERM is ignored where the cluster's signal is no stop of the job") {
+  Linked t(Named("h2"));  // no on_term: a pod being terminated, a borrowed allocation's node
+  t.agent.Say(std::string(kHelloLine) + "x\n");
+  t.Start(1, "a", {});
+  t.agent.Frame(kTerm, 0, "");
+  t.agent.Frame(kExit, 1, "c0");
+  RunUntil(&t.io, [&] { return t.events.exits.size() == 1; });
+  CHECK(t.events.exits[1].code == 0);
+  CHECK(t.link.up());
+}
+
 TEST_CASE("a probe asks the agent for a rank's facts, which come back as that rank's, rank 0's too; the host's stay apart") {
   AgentLink::Options options = Named("h1");
   Linked t(options);
