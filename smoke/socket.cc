@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -24,21 +23,6 @@ void Configure(int fd) {
   fcntl(fd, F_SETFD, FD_CLOEXEC);
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-bool Resolve(const std::string& host, int port, sockaddr_in* addr, std::string* err) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0 || found == nullptr) {
-    *err = "cannot resolve " + host + ": " + gai_strerror(rc);
-    return false;
-  }
-  *addr = *reinterpret_cast<const sockaddr_in*>(found->ai_addr);
-  addr->sin_port = htons(static_cast<uint16_t>(port));
-  freeaddrinfo(found);
-  return true;
 }
 
 }  // namespace
@@ -78,18 +62,17 @@ bool WaitReady(const Fd& fd, short events, Clock::time_point deadline, std::stri
   }
 }
 
-bool Connect(const std::string& host, int port, Clock::time_point deadline, Fd* out,
-             std::string* err) {
-  const std::string where = host + ":" + std::to_string(port);
-  sockaddr_in addr{};
-  if (!Resolve(host, port, &addr, err)) return false;
+bool ConnectTo(const sockaddr_in& addr, Clock::time_point deadline, Fd* out, std::string* err) {
+  char ip[INET_ADDRSTRLEN] = "";
+  inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
+  const std::string where = std::string(ip) + ":" + std::to_string(ntohs(addr.sin_port));
   Fd fd(socket(AF_INET, SOCK_STREAM, 0));
   if (!fd.valid()) {
     *err = "cannot connect to " + where + ": socket: " + ErrnoText(errno);
     return false;
   }
   Configure(fd.get());
-  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
     if (errno != EINPROGRESS) {
       *err = "cannot connect to " + where + ": " + ErrnoText(errno);
       return false;
@@ -109,6 +92,18 @@ bool Connect(const std::string& host, int port, Clock::time_point deadline, Fd* 
   }
   *out = std::move(fd);
   return true;
+}
+
+bool ConnectIpv4(const std::string& ip, int port, Clock::time_point deadline, Fd* out,
+                 std::string* err) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (port <= 0 || port > 65535 || inet_pton(AF_INET, ip.c_str(), &addr.sin_addr) != 1) {
+    *err = "cannot connect to " + ip + ":" + std::to_string(port) + ": not an IPv4 address and port";
+    return false;
+  }
+  return ConnectTo(addr, deadline, out, err);
 }
 
 bool Listen(Fd* out, int* port, std::string* err) {

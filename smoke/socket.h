@@ -5,6 +5,8 @@
 #ifndef ETRUN_SMOKE_SOCKET_H_
 #define ETRUN_SMOKE_SOCKET_H_
 
+#include <netinet/in.h>
+
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -32,9 +34,14 @@ class Fd {
 };
 
 // Connects to host:port (a dotted quad or a name) before `deadline`; *out is non-blocking with
-// TCP_NODELAY. On failure *err says "cannot connect to <host>:<port>: <why>".
+// TCP_NODELAY. On failure *err says "cannot connect to <host>:<port>: <why>". In connect.cc, as it
+// resolves names (getaddrinfo): not for statically linked programs.
 bool Connect(const std::string& host, int port, Clock::time_point deadline, Fd* out,
              std::string* err);
+// The same for a dotted quad only (no name lookup), and for an address already made.
+bool ConnectIpv4(const std::string& ip, int port, Clock::time_point deadline, Fd* out,
+                 std::string* err);
+bool ConnectTo(const sockaddr_in& addr, Clock::time_point deadline, Fd* out, std::string* err);
 
 // Listens on 0.0.0.0 on a free port, returned in *port.
 bool Listen(Fd* out, int* port, std::string* err);

@@ -1,0 +1,292 @@
+#include "launcher/preflight/probe.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+
+namespace etrun::launcher::preflight {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// One peer's connection to the server.
+struct Conn {
+  smoke::Fd fd;
+  bool sinking = false;  // after 'b': counting the stream
+  uint64_t count = 0;
+  std::string out;       // answers not yet sent
+  bool closing = false;  // close once `out` is sent
+};
+
+// Sends what it can of c->out; false when the connection is done with (an error, or all sent
+// of a closing one).
+bool SendPending(Conn* c) {
+  while (!c->out.empty()) {
+    ssize_t n = send(c->fd.get(), c->out.data(), c->out.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      c->out.erase(0, static_cast<size_t>(n));
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      return true;
+    } else {
+      return false;
+    }
+  }
+  return !c->closing;
+}
+
+// Takes in what the peer sent; false when the connection is done with.
+bool Receive(Conn* c) {
+  char buffer[64 << 10];
+  for (int reads = 0; reads < 16; ++reads) {  // others get their turn
+    ssize_t n = recv(c->fd.get(), buffer, sizeof(buffer), 0);
+    if (n == 0) {
+      if (!c->sinking) return false;
+      char length[8];
+      for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((c->count >> (8 * i)) & 0xff);
+      c->out.append(length, sizeof(length));
+      c->closing = true;
+      return SendPending(c);
+    }
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    if (c->sinking) {
+      c->count += static_cast<uint64_t>(n);
+      continue;
+    }
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buffer[i] == 'r') {
+        c->out += 'r';
+      } else if (buffer[i] == 'b') {
+        c->sinking = true;
+        c->count += static_cast<uint64_t>(n - i - 1);
+        break;
+      } else {
+        return false;  // not a probe
+      }
+    }
+    if (!SendPending(c)) return false;
+  }
+  return true;
+}
+
+PeerResult Probe(const PeerTarget& target, const ProbeLimits& limits, bool stream,
+                 smoke::Fd* kept) {
+  PeerResult r;
+  r.host = target.host;
+  r.where = target.ip + ":" + std::to_string(target.port);
+  auto start = Clock::now();
+  smoke::Fd fd;
+  if (!smoke::ConnectIpv4(target.ip, target.port, start + limits.timeout, &fd, &r.error)) {
+    if (r.error == "cannot connect to " + r.where + ": timed out") {
+      r.error = "cannot connect to " + r.where + ": no answer in " +
+                std::to_string(limits.timeout.count()) + " ms";
+    }
+    return r;
+  }
+  r.connect_ms = MsSince(start);
+  for (int i = 0; i < limits.round_trips; ++i) {
+    auto sent = Clock::now();
+    char c = 'r';
+    std::string err;
+    if (!smoke::WriteAll(fd, std::string_view(&c, 1), sent + limits.timeout, &err) ||
+        !smoke::ReadExact(fd, &c, 1, sent + limits.timeout, &err)) {
+      r.error = "round trip to " + r.where + ": " + (err == "timed out" ? "no answer in " +
+                std::to_string(limits.timeout.count()) + " ms" : err);
+      return r;
+    }
+    double ms = MsSince(sent);
+    r.rtt_ms = r.rtt_ms < 0 ? ms : std::min(r.rtt_ms, ms);
+  }
+  if (stream) *kept = std::move(fd);
+  return r;
+}
+
+// Streams for limits.stream_for (or stream_bytes) on `fd`, a probed connection; sets r->mbit_s.
+void Stream(const smoke::Fd& fd, const ProbeLimits& limits, PeerResult* r) {
+  // A small send buffer: the stream's time is the link's, not how fast the kernel takes bytes in.
+  int buffer_size = 256 << 10;
+  setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &buffer_size, sizeof(buffer_size));
+  static const std::string chunk(64 << 10, 'x');
+  auto start = Clock::now();
+  auto stop = start + limits.stream_for;
+  auto deadline = stop + limits.timeout;
+  std::string err;
+  uint64_t sent = 0;
+  if (!smoke::WriteAll(fd, "b", deadline, &err)) {
+    r->error = "stream to " + r->where + ": " + err;
+    return;
+  }
+  while (Clock::now() < stop && sent < limits.stream_bytes) {
+    ssize_t n = send(fd.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<uint64_t>(n);
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      pollfd p{fd.get(), POLLOUT, 0};
+      poll(&p, 1, std::max(1, smoke::PollTimeoutMs(stop)));
+    } else {
+      r->error = "stream to " + r->where + ": " + std::strerror(errno);
+      return;
+    }
+  }
+  shutdown(fd.get(), SHUT_WR);
+  char length[8];
+  if (!smoke::ReadExact(fd, length, sizeof(length), deadline, &err)) {
+    r->error = "stream to " + r->where + ": " + (err == "timed out" ? "its " + std::to_string(sent) +
+               " bytes not taken in " + std::to_string((limits.stream_for + limits.timeout).count()) +
+               " ms" : err);
+    return;
+  }
+  uint64_t got = 0;
+  for (int i = 0; i < 8; ++i) got |= uint64_t{static_cast<unsigned char>(length[i])} << (8 * i);
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (got != sent) {
+    r->error = "stream to " + r->where + ": " + std::to_string(got) + " of " + std::to_string(sent) +
+               " bytes arrived";
+    return;
+  }
+  r->mbit_s = seconds > 0 ? static_cast<double>(got) * 8 / seconds / 1e6 : 0;
+}
+
+// Runs fn(i) for i in [0, n), `width` threads at a time.
+template <typename Fn>
+void InBatches(size_t n, size_t width, Fn fn) {
+  for (size_t begin = 0; begin < n; begin += width) {
+    std::vector<std::thread> threads;
+    for (size_t i = begin; i < std::min(n, begin + width); ++i) threads.emplace_back(fn, i);
+    for (std::thread& t : threads) t.join();
+  }
+}
+
+}  // namespace
+
+ProbeServer::~ProbeServer() {
+  if (thread_.joinable()) {
+    char c = 'q';
+    if (write(wake_[1], &c, 1) < 0) {
+      // The pipe is ours and empty: a write cannot fail; the join below would then wait.
+    }
+    thread_.join();
+  }
+  for (int fd : wake_) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+bool ProbeServer::Start(std::string* err) {
+  if (!smoke::Listen(&listener_, &port_, err)) return false;
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    *err = std::string("cannot listen for probes: pipe: ") + std::strerror(errno);
+    return false;
+  }
+  thread_ = std::thread([this] { Serve(); });
+  return true;
+}
+
+void ProbeServer::Serve() {
+  constexpr size_t kMaxConnections = 4096;
+  std::map<int, std::unique_ptr<Conn>> conns;
+  std::vector<pollfd> polled;
+  for (;;) {
+    polled.clear();
+    polled.push_back({wake_[0], POLLIN, 0});
+    polled.push_back({listener_.get(), POLLIN, 0});
+    for (const auto& [fd, c] : conns) {
+      polled.push_back({fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
+    }
+    if (poll(polled.data(), polled.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (polled[0].revents != 0) return;
+    if (polled[1].revents != 0) {
+      for (;;) {
+        int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        if (conns.size() >= kMaxConnections) {
+          close(fd);
+          continue;
+        }
+        auto c = std::make_unique<Conn>();
+        c->fd = smoke::Fd(fd);
+        conns[fd] = std::move(c);
+      }
+    }
+    for (size_t i = 2; i < polled.size(); ++i) {
+      if (polled[i].revents == 0) continue;
+      auto it = conns.find(polled[i].fd);
+      if (it == conns.end()) continue;
+      Conn* c = it->second.get();
+      bool keep = true;
+      if (polled[i].revents & POLLOUT) keep = SendPending(c);
+      if (keep && (polled[i].revents & (POLLIN | POLLHUP | POLLERR))) keep = Receive(c);
+      if (!keep) conns.erase(it);
+    }
+  }
+}
+
+std::vector<PeerResult> ProbePeers(const std::vector<PeerTarget>& targets, const ProbeLimits& limits) {
+  std::vector<PeerResult> results(targets.size());
+  std::vector<smoke::Fd> kept(targets.size());
+  constexpr size_t kWidth = 64;
+  InBatches(targets.size(), kWidth, [&](size_t i) {
+    results[i] = Probe(targets[i], limits, targets[i].stream, &kept[i]);
+  });
+  std::vector<size_t> streams;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (kept[i].valid()) streams.push_back(i);
+  }
+  InBatches(streams.size(), kWidth, [&](size_t k) {
+    size_t i = streams[k];
+    Stream(kept[i], limits, &results[i]);
+  });
+  return results;
+}
+
+std::string PeerResultLine(const PeerResult& r) {
+  char figures[96];
+  std::snprintf(figures, sizeof(figures), "%.3f %.3f %.1f", r.connect_ms, r.rtt_ms, r.mbit_s);
+  std::string line = "peer " + r.host + " " + r.where + " " + figures;
+  if (!r.ok()) {
+    std::string text = r.error;
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    line += " error " + text;
+  }
+  return line + "\n";
+}
+
+bool ParsePeerResultLine(std::string_view line, PeerResult* r) {
+  if (!line.starts_with("peer ")) return false;
+  std::string text(line.substr(5));
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  *r = PeerResult{};
+  char host[256], where[64];
+  int used = 0;
+  if (std::sscanf(text.c_str(), "%255s %63s %lf %lf %lf%n", host, where, &r->connect_ms, &r->rtt_ms,
+                  &r->mbit_s, &used) != 5) {
+    return false;
+  }
+  r->host = host;
+  r->where = where;
+  std::string rest = text.substr(static_cast<size_t>(used));
+  if (rest.starts_with(" error ")) {
+    r->error = rest.substr(7);
+    if (r->error.empty()) r->error = "failed";
+  } else if (!rest.empty()) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace etrun::launcher::preflight

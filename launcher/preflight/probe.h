@@ -1,0 +1,81 @@
+// Pre-flight probes between a job's hosts (--preflight): each host listens on a port of its own
+// (ProbeServer) and measures its way to the others (ProbePeers): the connect, round trips and,
+// toward some of them, how fast a short stream goes. Real sockets with deadlines, etrun-smoke's
+// (smoke/socket.h): a peer that does not answer is an error within the timeout, never a hang.
+// A host's agent runs both there; the launcher runs them for its own machine.
+#ifndef ETRUN_LAUNCHER_PREFLIGHT_PROBE_H_
+#define ETRUN_LAUNCHER_PREFLIGHT_PROBE_H_
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "smoke/socket.h"
+
+namespace etrun::launcher::preflight {
+
+// A host's listener for its peers' probes, answered on a thread of its own until destroyed. On
+// each connection the peer sends 'r' and gets 'r' back (a round trip), as often as it likes; or
+// 'b', a stream of bytes ended by its shutdown(SHUT_WR), and gets the stream's length back as
+// 8 bytes, little-endian; then the connection ends.
+class ProbeServer {
+ public:
+  ProbeServer() = default;
+  ~ProbeServer();
+  ProbeServer(const ProbeServer&) = delete;
+  ProbeServer& operator=(const ProbeServer&) = delete;
+
+  // Listens on every address, on a free port. False with *err when it cannot.
+  bool Start(std::string* err);
+  int port() const { return port_; }
+
+ private:
+  void Serve();
+
+  smoke::Fd listener_;
+  int wake_[2] = {-1, -1};
+  int port_ = 0;
+  std::thread thread_;
+};
+
+struct PeerTarget {
+  std::string host;     // the peer's name in the job
+  std::string ip;       // where its ProbeServer listens: a dotted quad
+  int port = 0;
+  bool stream = false;  // measure the bandwidth toward it too
+};
+
+struct PeerResult {
+  std::string host;
+  std::string where;        // "ip:port"
+  std::string error;        // why it was not reached, or the stream failed; "" when all went well
+  double connect_ms = -1;
+  double rtt_ms = -1;       // the least of the round trips
+  double mbit_s = -1;       // the stream's rate; -1 when none was asked for (or it failed)
+  bool ok() const { return error.empty(); }
+  // Connected and answered its round trips (a failed stream still reached it).
+  bool reached() const { return connect_ms >= 0 && rtt_ms >= 0; }
+};
+
+struct ProbeLimits {
+  std::chrono::milliseconds timeout{2000};    // each connect and each answer
+  std::chrono::milliseconds stream_for{150};  // a stream sends this long at most...
+  size_t stream_bytes = size_t{64} << 20;     // ...or this much, whichever comes first
+  int round_trips = 3;
+};
+
+// Probes every target at once (a thread each, 64 at a time at most), the round trips first, then
+// the streams, all at once too (a link's rate, not the host's share of a crowd). One result per
+// target, in order.
+std::vector<PeerResult> ProbePeers(const std::vector<PeerTarget>& targets, const ProbeLimits& limits);
+
+// One line per result, and back: "peer <host> <where> <connect_ms> <rtt_ms> <mbit_s>", then
+// " error <text>" when it failed. Parse is false for a line it cannot read.
+std::string PeerResultLine(const PeerResult& result);
+bool ParsePeerResultLine(std::string_view line, PeerResult* result);
+
+}  // namespace etrun::launcher::preflight
+
+#endif  // ETRUN_LAUNCHER_PREFLIGHT_PROBE_H_

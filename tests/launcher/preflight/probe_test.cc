@@ -1,0 +1,92 @@
+#include "launcher/preflight/probe.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using etrun::launcher::preflight::ParsePeerResultLine;
+using etrun::launcher::preflight::PeerResult;
+using etrun::launcher::preflight::PeerResultLine;
+using etrun::launcher::preflight::PeerTarget;
+using etrun::launcher::preflight::ProbeLimits;
+using etrun::launcher::preflight::ProbePeers;
+using etrun::launcher::preflight::ProbeServer;
+
+TEST_CASE("probes reach real listeners: round trips and a stream whose every byte is counted") {
+  ProbeServer a, b;
+  std::string err;
+  REQUIRE(a.Start(&err));
+  REQUIRE(b.Start(&err));
+  ProbeLimits limits;
+  limits.stream_for = std::chrono::milliseconds(50);
+  std::vector<PeerResult> results = ProbePeers(
+      {{"a", "127.0.0.1", a.port(), true}, {"b", "127.0.0.1", b.port(), false}}, limits);
+  REQUIRE(results.size() == 2);
+  CHECK(results[0].ok());
+  CHECK(results[0].host == "a");
+  CHECK(results[0].where == "127.0.0.1:" + std::to_string(a.port()));
+  CHECK(results[0].connect_ms >= 0);
+  CHECK(results[0].rtt_ms >= 0);
+  CHECK(results[0].mbit_s > 0);  // the server's count matched what was sent
+  CHECK(results[1].ok());
+  CHECK(results[1].rtt_ms >= 0);
+  CHECK(results[1].mbit_s == -1);  // no stream asked for
+}
+
+TEST_CASE("a stream is bounded by its byte budget as well as its time") {
+  ProbeServer a;
+  std::string err;
+  REQUIRE(a.Start(&err));
+  ProbeLimits limits;
+  limits.stream_for = std::chrono::seconds(30);
+  limits.stream_bytes = 1 << 20;
+  auto start = std::chrono::steady_clock::now();
+  std::vector<PeerResult> results = ProbePeers({{"a", "127.0.0.1", a.port(), true}}, limits);
+  CHECK(results[0].ok());
+  CHECK(results[0].mbit_s > 0);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+}
+
+TEST_CASE("a port nobody listens on, and a listener that never answers, are errors within the timeout") {
+  int port = 0;
+  {
+    ProbeServer gone;
+    std::string err;
+    REQUIRE(gone.Start(&err));
+    port = gone.port();
+  }  // closed: connects are refused
+  etrun::smoke::Fd silent;
+  int silent_port = 0;
+  std::string err;
+  REQUIRE(etrun::smoke::Listen(&silent, &silent_port, &err));  // accepts (the kernel does), never answers
+  ProbeLimits limits;
+  limits.timeout = std::chrono::milliseconds(300);
+  std::vector<PeerResult> results =
+      ProbePeers({{"gone", "127.0.0.1", port, true}, {"silent", "127.0.0.1", silent_port, false},
+                  {"bad", "not-an-address", 1, false}},
+                 limits);
+  CHECK_FALSE(results[0].reached());
+  CHECK(results[0].error == "cannot connect to 127.0.0.1:" + std::to_string(port) + ": Connection refused");
+  CHECK(results[1].connect_ms >= 0);
+  CHECK_FALSE(results[1].reached());
+  CHECK(results[1].error == "round trip to 127.0.0.1:" + std::to_string(silent_port) + ": no answer in 300 ms");
+  CHECK(results[2].error == "cannot connect to not-an-address:1: not an IPv4 address and port");
+}
+
+TEST_CASE("a result travels as one line and back") {
+  PeerResult ok{"h2", "198.18.0.3:4000", "", 0.25, 0.05, 9400};
+  PeerResult back;
+  REQUIRE(ParsePeerResultLine(PeerResultLine(ok), &back));
+  CHECK(back.host == "h2");
+  CHECK(back.where == "198.18.0.3:4000");
+  CHECK(back.ok());
+  CHECK(back.mbit_s == doctest::Approx(9400));
+  PeerResult failed{"h3", "198.18.0.4:4000", "cannot connect to 198.18.0.4:4000: no answer in 2000 ms",
+                    -1, -1, -1};
+  REQUIRE(ParsePeerResultLine(PeerResultLine(failed), &back));
+  CHECK(back.error == failed.error);
+  CHECK_FALSE(back.reached());
+  CHECK_FALSE(ParsePeerResultLine("peer h2 1.2.3.4:5 x y z\n", &back));
+  CHECK_FALSE(ParsePeerResultLine("program ok\n", &back));
+}
