@@ -106,6 +106,10 @@ class Normalizer {
       options->push_back(canonical + "=" + *r.value);
       return true;
     }
+    if (spec.value_optional) {
+      options->push_back(canonical);
+      return true;
+    }
     std::vector<std::string> values;
     while (static_cast<int>(values.size()) < spec.num_values) {
       if (*next >= args.size() || !LooksPositional(args[*next])) {

@@ -35,6 +35,9 @@ struct OptionSpec {
   // name; the first one names the option in the canonical output.
   std::vector<std::string> names;
   int num_values = 0;  // values per occurrence: 0 (a flag), 1 or 2
+  // With num_values 1: the value may be left out ("--preflight"), and is then given only attached
+  // ("--preflight=warn"); a word after it is never taken for its value.
+  bool value_optional = false;
 };
 
 struct NormalizedArgs {

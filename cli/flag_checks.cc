@@ -286,6 +286,11 @@ bool HangTimeoutFromEnv(const FlagTable& t, const std::vector<std::string>& env,
     }
     c->hang_timeout_s = seconds;
   }
+  if (c->preflight != PreflightMode::kOff && c->controller == Controller::kMpi) {
+    *err = "--mpi and --preflight cannot be used together: mpirun starts the ranks, and etrun's "
+           "agents, which check the hosts, do not run: drop one";
+    return false;
+  }
   if (t.Given("--hang-action") && !c->hang_timeout_s) {
     *err = "--hang-action acts on a hang that --hang-timeout SECONDS (or $ETRUN_HANG_TIMEOUT) "
            "detects: give one";

@@ -424,6 +424,21 @@ void FlagTable::AddLibraryAndLogging(JobConfig* c) {
       "jobs: the odd ranks' hosts count as failed).")
       ->type_name("ACTION")
       ->check(OneOf("--hang-action", {"dump", "abort", "restart"}));
+  Finish(app_.add_option_function<std::string>(
+             "--preflight",
+             [c](const std::string& v) {
+               c->preflight = v == "warn" ? PreflightMode::kWarn : PreflightMode::kOn;
+             },
+             "Before ranks start, each host checks that the command's program (and script) is "
+             "there, that it has the GPUs its slots need and reaches the rendezvous port, and "
+             "probes the round trip and bandwidth to the others. A sick host (a failed check, "
+             "or a link below a quarter of the median) stops a static job before it starts (exit "
+             "3); --preflight=warn only names it."),
+         nullptr)
+      ->expected(0, 1)
+      ->type_name("[=warn]")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+      ->check(OneOf("--preflight", {"warn"}));
   Optional<int>("--gpus-per-rank", &c->gpus_per_rank,
                 "Gives each rank N GPUs of its host: local rank i gets CUDA_VISIBLE_DEVICES "
                 "i*N..i*N+N-1.")
@@ -443,6 +458,7 @@ std::vector<OptionSpec> FlagTable::Specs() const {
     for (const std::string& s : opt->get_snames()) spec.names.push_back("-" + s);
     for (const std::string& l : opt->get_lnames()) spec.names.push_back("--" + l);
     spec.num_values = opt->get_expected_max() == 0 ? 0 : opt->get_type_size_max();
+    spec.value_optional = opt->get_expected_min() == 0 && opt->get_expected_max() == 1;
     specs.push_back(std::move(spec));
   }
   return specs;

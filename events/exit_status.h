@@ -12,6 +12,7 @@ namespace etrun {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;       // runtime failure of etrun (cannot spawn, I/O...)
 inline constexpr int kExitUsage = 2;         // bad flags, hosts or hostfile: nothing started
+inline constexpr int kExitPreflight = 3;     // --preflight found sick hosts: nothing started
 inline constexpr int kExitHang = 124;          // --hang-action abort stopped a hung job (as timeout(1))
 inline constexpr int kExitCommandNotFound = 127;  // the worker command could not be executed
 

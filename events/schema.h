@@ -19,6 +19,11 @@ inline constexpr char kHostLate[] = "host_late";
 // line etrun printed), waiting_in (the most common place, "" when none), odd_ranks, odd_hosts,
 // action (dump, abort, restart).
 inline constexpr char kHang[] = "hang";
+// A pre-flight's outcome (--preflight): hosts (their names), sick ([{host, why}]), seconds,
+// median_mbit_s (of its streams; null when none ran), max_rtt_ms, action (start: none sick;
+// refuse: a static job that did not start; warn: started on all; leave_out: an elastic job
+// left the sick hosts out).
+inline constexpr char kPreflight[] = "preflight";
 inline constexpr char kRound[] = "round";
 inline constexpr char kRankStarted[] = "rank_started";
 inline constexpr char kRankExited[] = "rank_exited";
@@ -75,7 +80,12 @@ inline constexpr char kVerdict[] = "verdict";       // hang
 inline constexpr char kWaitingIn[] = "waiting_in";  // hang
 inline constexpr char kOddRanks[] = "odd_ranks";    // hang
 inline constexpr char kOddHosts[] = "odd_hosts";    // hang
-inline constexpr char kAction[] = "action";         // hang
+inline constexpr char kAction[] = "action";         // hang, preflight
+inline constexpr char kSick[] = "sick";             // preflight
+inline constexpr char kWhy[] = "why";               // preflight's sick entries
+inline constexpr char kSeconds[] = "seconds";       // preflight
+inline constexpr char kMedianMbitS[] = "median_mbit_s";  // preflight
+inline constexpr char kMaxRttMs[] = "max_rtt_ms";   // preflight
 // round
 inline constexpr char kRound[] = "round";          // also rank_started
 inline constexpr char kWorldSize[] = "world_size";

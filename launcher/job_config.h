@@ -42,6 +42,9 @@ enum class Controller { kDefault, kGloo, kMpi, kJsrun };
 
 // --hang-action: what the hang watchdog (launcher/hang/hang_watch.h) does after its dump.
 enum class HangAction { kDump, kAbort, kRestart };
+// --preflight: off; on (a sick host stops a static job before it starts, and is left out of an
+// elastic one); warn (sick hosts are named, and the job runs on all).
+enum class PreflightMode { kOff, kOn, kWarn };
 
 // The tunable flags of spec §1.3; each becomes a worker environment variable when set.
 struct Tunables {
@@ -132,6 +135,7 @@ struct JobConfig {
   std::optional<int> rendezvous_threads;       // --rendezvous-threads N: the store's threads
   std::optional<double> hang_timeout_s;        // --hang-timeout, else $ETRUN_HANG_TIMEOUT; none: off
   HangAction hang_action = HangAction::kDump;  // --hang-action
+  PreflightMode preflight = PreflightMode::kOff;  // --preflight[=warn]
 
   // The worker command, argv-style; never re-parsed by a shell.
   std::vector<std::string> command;

@@ -22,6 +22,7 @@
 #include "events/event_log.h"
 #include "launcher/clock.h"
 #include "launcher/job_config.h"
+#include "launcher/preflight_run.h"
 #include "launcher/process/child.h"
 #include "launcher/process/rank_set.h"
 #include "launcher/process/spawner.h"
@@ -31,6 +32,13 @@
 #include "rendezvous/notifier.h"
 
 namespace etrun::launcher {
+
+// A host for a pre-flight (JobContext::Preflight): the request its first rank would start with,
+// and how many slots it has there.
+struct PreflightRequest {
+  RankRequest first;
+  int slots = 0;
+};
 
 // A pending call; destroying or cancelling it means the call will not happen.
 class Timer {
@@ -94,6 +102,11 @@ class JobContext {
   // Runs a fence command (launcher/fence.h) on this machine, on the blocking-work thread; not
   // waited for.
   virtual void FenceHere(const std::string& command) = 0;
+  // Checks `hosts` before their ranks start (--preflight; launcher/preflight_run.h): each host's
+  // agent (started now where it is not yet) or this machine; `done` runs on the loop once the
+  // verdict is in, never inside this call. One at a time; a second replaces the first unheard.
+  virtual void Preflight(const std::vector<PreflightRequest>& hosts,
+                         std::function<void(const PreflightResult&)> done) = 0;
   // Ends the job once the policy says it is over and every rank has finished. Call after any
   // event a policy handles itself (timers, host grants); the runtime calls it after its own.
   virtual void CheckDone() = 0;

@@ -67,6 +67,7 @@ Runtime::Runtime(const JobConfig& config, std::vector<std::string> environment,
 
 Runtime::~Runtime() {
   rendezvous_->Stop();
+  preflight_.reset();  // before the agents' connections it talks to close
   policy_.reset();
   if (blocking_) blocking_->join();
   // The agents' connections close before the rank set that their ranks report to goes.
@@ -134,6 +135,9 @@ JobResult Runtime::RunJob() {
   ranks_ = std::make_unique<RankSet>(&io_, services_.spawner, sink_.get(), &guardian_,
                                      config_.grace_period());
   ranks_->set_on_finished([this] { DeliverFinished(); });
+  ranks_->set_on_check([this](RankHost* from, std::string_view text) {
+    if (preflight_) preflight_->OnCheck(from, text);
+  });
   if (services_.remote != nullptr) services_.remote->Attach(&io_, ranks_.get(), &events_, [this](int sig) {
       OnStop(sig);
       CheckDone();
@@ -256,6 +260,30 @@ void Runtime::OnStop(int sig) {
   if (stop_signal_ != 0) return policy_->OnRepeatedStopSignal(sig);
   stop_signal_ = sig;
   policy_->OnStopSignal(sig);
+}
+
+void Runtime::Preflight(const std::vector<PreflightRequest>& requests,
+                        std::function<void(const PreflightResult&)> done) {
+  std::vector<PreflightHost> hosts;
+  for (const PreflightRequest& r : requests) {
+    PreflightHost h;
+    h.name = r.first.slot.hostname;
+    h.slots = r.slots;
+    std::string err;
+    access_->Admit(hosts_.Lookup(h.name).ipv4);  // it checks the store as its ranks will use it
+    // Planned as its first rank: a remote host's agent starts now.
+    if (!launcher_->Plan(r.first, &h.spec, &err)) h.problem = err;
+    hosts.push_back(std::move(h));
+  }
+  preflight_ = std::make_unique<PreflightRun>(
+      &io_, std::move(hosts), PreflightRun::Limits{}, [this, done](const PreflightResult& result) {
+        asio::post(io_, [this, done, result] {
+          preflight_.reset();
+          done(result);
+          CheckDone();
+        });
+      });
+  preflight_->Start();
 }
 
 void Runtime::DeliverFinished() {

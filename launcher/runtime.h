@@ -99,6 +99,8 @@ class Runtime : public JobContext {
   void FenceHere(const std::string& command) override {
     RunBlocking([command] { launcher::FenceHere(command); }, [] {});
   }
+  void Preflight(const std::vector<PreflightRequest>& hosts,
+                 std::function<void(const PreflightResult&)> done) override;
   void CheckDone() override;
   std::unique_ptr<rendezvous::Notifier> MakeNotifier() override {
     return std::make_unique<rendezvous::Notifier>(&io_);
@@ -142,6 +144,8 @@ class Runtime : public JobContext {
   // the destructor, before the policy whose store and handler its threads call.
   std::unique_ptr<RendezvousService> rendezvous_;
   std::unique_ptr<control::ControlServer> control_;
+  // A pre-flight under way (--preflight): its agents' answers come through ranks_.
+  std::unique_ptr<PreflightRun> preflight_;
   std::unique_ptr<JobPolicy> policy_;
   TimePoint started_;
   int start_errno_ = 0;  // see start_errno()

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <algorithm>
@@ -34,6 +35,8 @@
 #include "launcher/agent/wire.h"
 #include "launcher/gpu_slots.h"
 #include "launcher/output/output_sink.h"
+#include "launcher/preflight/probe.h"
+#include "launcher/preflight/self_check.h"
 #include "launcher/process/environment.h"
 #include "launcher/process/guardian.h"
 #include "launcher/process/rank_set.h"
@@ -144,6 +147,8 @@ class Agent {
     }
     heartbeat_wake_.notify_one();
     heartbeat_.join();
+    if (check_thread_.joinable()) check_thread_.join();  // its deadlines bound it
+    probes_.reset();
     ranks_.reset();
     sink_.reset();
     guardian_.Dismiss();
@@ -246,6 +251,8 @@ class Agent {
         return;
       }
       case kPing: return;
+      case kCheck: return CheckHost(f.data, static_cast<int>(f.id));
+      case kPeers: return CheckPeers(f.data);
       case kProbe: {
         auto it = ids_.find(f.id);
         hang::ProcFacts facts;
@@ -258,6 +265,75 @@ class Agent {
       }
       default: return Stop("unknown request from the launcher");
     }
+  }
+
+  // A pre-flight (launcher/preflight/): the host's own part, with the environment the rank kCheck
+  // describes would get, and a listener for its peers' probes, kept until kPeers says it is over.
+  // The checks block (connects with deadlines): they run on a thread, their answer comes back
+  // through the loop.
+  void CheckHost(const std::string& data, int slots) {
+    RankStart start;
+    std::string err;
+    if (!ParseRankStart(data, &start, &err)) return Stop("a bad pre-flight from the launcher: " + err);
+    std::vector<std::string> env = OverlayEnvironment(environment_, start.env);
+    std::vector<std::string> facts;
+    std::vector<std::string> problems;
+    if (network_->Vars(start.network, start.ssh_connection, &facts, &err)) {
+      env = OverlayEnvironment(std::move(env), facts);
+    } else {
+      problems.push_back(err);
+    }
+    if (gpus_.enabled()) {  // what a rank's start would say, once for the host
+      GpuSlots need = gpus_;
+      if (!gpus_error_.empty()) {
+        problems.push_back(gpus_error_);
+      } else if (!CheckGpusFit(need, slots, &err)) {
+        problems.push_back(err);
+      }
+    }
+    probes_ = std::make_unique<preflight::ProbeServer>();
+    if (!probes_->Start(&err)) {
+      problems.push_back(err);
+      probes_.reset();
+    }
+    int port = probes_ ? probes_->port() : 0;
+    OffLoop([this, argv = std::move(start.argv), env = std::move(env), cwd = std::move(start.cwd),
+             problems = std::move(problems), port] {
+      preflight::SelfCheck check = preflight::CheckSelf(argv, env, cwd, std::chrono::seconds(2));
+      check.problems.insert(check.problems.begin(), problems.begin(), problems.end());
+      check.probe_port = port;
+      return "self\n" + preflight::SelfCheckText(check);
+    });
+  }
+
+  void CheckPeers(const std::string& data) {
+    if (data.empty()) {
+      probes_.reset();
+      return;
+    }
+    std::vector<preflight::PeerTarget> targets;
+    if (!preflight::ParsePeerTargets(data, &targets)) return Stop("bad pre-flight peers from the launcher");
+    OffLoop([targets = std::move(targets)] {
+      std::string text = "peers\n";
+      for (const preflight::PeerResult& r : preflight::ProbePeers(targets, preflight::ProbeLimits{})) {
+        text += preflight::PeerResultLine(r);
+      }
+      return text;
+    });
+  }
+
+  // Runs `work` on the check thread (after the one before it) and sends what it returns as a
+  // kChecked frame, from the loop.
+  void OffLoop(std::function<std::string()> work) {
+    if (check_thread_.joinable()) check_thread_.join();
+    check_thread_ = std::thread([this, work = std::move(work)] {
+      std::string text = work();
+      asio::post(io_, [this, text = std::move(text)] {
+        std::string frame;
+        AppendFlushedFrame(&frame, kChecked, 0, text);
+        sink_->Append(out_, frame);
+      });
+    });
   }
 
   // The rank kStart describes, exec'd here with no shell: in its directory, with its
@@ -436,6 +512,8 @@ class Agent {
   std::map<uint32_t, int> ids_;           // launcher id -> RankSet id
   std::map<int, uint32_t> launcher_ids_;  // and back
   std::chrono::steady_clock::time_point last_heard_;
+  std::unique_ptr<preflight::ProbeServer> probes_;  // a pre-flight's listener, while it lasts
+  std::thread check_thread_;                         // a pre-flight's checks
   std::thread heartbeat_;
   std::mutex heartbeat_mutex_;
   std::condition_variable heartbeat_wake_;

@@ -106,6 +106,26 @@ void AgentLink::ProbeRank(int id) {
   Send(std::move(frame));
 }
 
+void AgentLink::CheckHost(const std::string& rank_start, int slots) {
+  if (state_ == State::kLost || state_ == State::kClosed) {
+    events_->OnRemoteCheck(this, "lost\n" + lost_line_);
+    return;
+  }
+  std::string frame;
+  AppendFrame(&frame, kCheck, static_cast<uint32_t>(std::max(slots, 0)), rank_start);
+  Send(std::move(frame));
+}
+
+void AgentLink::CheckPeers(const std::string& peers) {
+  if (state_ == State::kLost || state_ == State::kClosed) {
+    if (!peers.empty()) events_->OnRemoteCheck(this, "lost\n" + lost_line_);
+    return;
+  }
+  std::string frame;
+  AppendFrame(&frame, kPeers, 0, peers);
+  Send(std::move(frame));
+}
+
 bool AgentLink::RunDetached(const std::string& command) {
   if (state_ != State::kUp) return false;
   std::string frame;
@@ -262,6 +282,8 @@ void AgentLink::OnFrame(Frame& f) {
     }
     case kRankFacts:
       return events_->OnRemoteFacts(this, id, f.data);
+    case kChecked:
+      return events_->OnRemoteCheck(this, f.data);
     case kAlive:
       judge_.Beat(std::chrono::steady_clock::now());
       return;

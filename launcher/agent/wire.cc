@@ -1,5 +1,7 @@
 #include "launcher/agent/wire.h"
 
+#include <cstdio>
+
 #include <charconv>
 
 namespace etrun::launcher::agent {

@@ -35,6 +35,8 @@ enum Op : char {
   kPing = 'P',    // the launcher is alive
   kGpus = 'G',    // data: GpuShareText; the next kStart of this id gets that share of the host's GPUs
   kProbe = 'Q',   // the rank's process facts, please (answered with kRankFacts)
+  kCheck = 'C',   // data: RankStartText of the host's first rank, id: its slots; a pre-flight (kChecked)
+  kPeers = 'W',   // data: preflight::PeerTargetsText, the peers to probe (kChecked); "": the pre-flight is over
   // agent -> launcher
   kFacts = 'H',   // data: "key=value" lines (hostname=, pid=): follows the marker line
   kRankFacts = 'F',  // data: the rank's process facts (launcher/hang/proc_facts.h), as kProbe asked
@@ -43,6 +45,7 @@ enum Op : char {
   kExit = 'X',    // data: ExitText; the rank's output is complete
   kAlive = 'A',   // the agent is alive
   kTerm = 'T',    // the agent got SIGTERM (Slurm signalling the step)
+  kChecked = 'Y', // data: "self\n" and preflight::SelfCheckText, or "peers\n" and PeerResultLines
   kNewline = 'N', // data: "\n"; nothing to do (AppendFlushedFrame)
 };
 

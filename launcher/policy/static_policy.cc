@@ -126,6 +126,36 @@ bool StaticPolicy::PlanGpus(std::string* err) {
 void StaticPolicy::Begin(int rendezvous_port) {
   plan_.run.rendezvous_port = rendezvous_port;
   begun_ = true;
+  if (context_->config().preflight == PreflightMode::kOff) return StartAll();
+  // Each host is checked with the environment its first rank would get, and its slots' GPUs.
+  std::vector<PreflightRequest> hosts;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < plan_.slots.size(); ++i) {
+    const rendezvous::SlotInfo& slot = plan_.slots[i];
+    auto [it, added] = index.emplace(slot.hostname, hosts.size());
+    if (added) hosts.push_back({{slot, plan_.group_ranks[i], plan_.run, 0, {}, {}}, 0});
+    ++hosts[it->second].slots;
+  }
+  preflighting_ = true;
+  context_->Preflight(hosts, [this](const PreflightResult& result) { OnPreflight(result); });
+}
+
+void StaticPolicy::OnPreflight(const PreflightResult& result) {
+  if (!preflighting_) return;  // stopped meanwhile
+  preflighting_ = false;
+  bool refuse = !result.sick.empty() && context_->config().preflight == PreflightMode::kOn;
+  ReportPreflight(result, result.sick.empty() ? "start" : refuse ? "refuse" : "warn", &context_->events());
+  if (!refuse) return StartAll();
+  size_t n = result.sick.size();
+  start_error_ = {kExitPreflight,
+                  fmt::format("pre-flight found {} of {} host{} sick ({}): nothing was started; "
+                              "fix {} or leave {} out, or run anyway with --preflight=warn",
+                              n, result.hosts.size(), result.hosts.size() == 1 ? "" : "s",
+                              SickNames(result), n == 1 ? "it" : "them", n == 1 ? "it" : "them")};
+  stopping_ = true;
+}
+
+void StaticPolicy::StartAll() {
   // Start every rank, then wait for their execs together: forks proceed in parallel.
   std::string err;
   for (size_t i = 0; i < plan_.slots.size(); ++i) {
@@ -174,6 +204,7 @@ void StaticPolicy::OnRankFinished(const RankSet::Finished& f) {
 void StaticPolicy::OnStopSignal(int sig) {
   stop_signal_ = sig;
   stopping_ = true;
+  preflighting_ = false;  // its verdict, when it comes, starts nothing
   context_->StopAll(strsignal(sig));
 }
 

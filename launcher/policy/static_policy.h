@@ -49,16 +49,20 @@ class StaticPolicy : public JobPolicy {
   void OnStopSignal(int sig) override;
   control::JobStatus Status() const override;
   void OnControl(const rendezvous::HttpRequest& request, ControlRespond respond) override;
-  bool Finished() const override { return begun_; }
+  bool Finished() const override { return begun_ && !preflighting_; }
   JobResult Result() const override;
 
  private:
   bool PlanGpus(std::string* err);
+  // Starts every rank (Begin's, or once the pre-flight found nothing that stops the job).
+  void StartAll();
+  void OnPreflight(const PreflightResult& result);
 
   StaticPlan plan_;
   rendezvous::KvStore store_;
   std::unique_ptr<rendezvous::KvHandler> handler_;  // from Prepare: GETs held on the store's threads
   bool begun_ = false;
+  bool preflighting_ = false;  // --preflight: the hosts are being checked; nothing started yet
   bool stopping_ = false;
   std::optional<RankSet::Finished> first_failure_;
   int stop_signal_ = 0;

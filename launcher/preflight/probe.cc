@@ -254,6 +254,32 @@ std::vector<PeerResult> ProbePeers(const std::vector<PeerTarget>& targets, const
   return results;
 }
 
+std::string PeerTargetsText(const std::vector<PeerTarget>& targets) {
+  std::string text;
+  for (const PeerTarget& t : targets) {
+    text += t.host + " " + t.ip + " " + std::to_string(t.port) + (t.stream ? " 1\n" : " 0\n");
+  }
+  return text;
+}
+
+bool ParsePeerTargets(std::string_view text, std::vector<PeerTarget>* targets) {
+  targets->clear();
+  while (!text.empty()) {
+    size_t end = text.find('\n');
+    if (end == std::string_view::npos) return false;
+    std::string line(text.substr(0, end));
+    text.remove_prefix(end + 1);
+    char host[256], ip[64];
+    int port = 0, stream = 0, used = 0;
+    if (std::sscanf(line.c_str(), "%255s %63s %d %d%n", host, ip, &port, &stream, &used) != 4 ||
+        static_cast<size_t>(used) != line.size() || port <= 0 || port > 65535 || stream < 0 || stream > 1) {
+      return false;
+    }
+    targets->push_back({host, ip, port, stream == 1});
+  }
+  return true;
+}
+
 std::string PeerResultLine(const PeerResult& r) {
   char figures[96];
   std::snprintf(figures, sizeof(figures), "%.3f %.3f %.1f", r.connect_ms, r.rtt_ms, r.mbit_s);

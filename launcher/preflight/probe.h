@@ -71,6 +71,10 @@ struct ProbeLimits {
 // target, in order.
 std::vector<PeerResult> ProbePeers(const std::vector<PeerTarget>& targets, const ProbeLimits& limits);
 
+// One "<host> <ip> <port> <0|1: stream>" line per target, and back; false for anything else.
+std::string PeerTargetsText(const std::vector<PeerTarget>& targets);
+bool ParsePeerTargets(std::string_view text, std::vector<PeerTarget>* targets);
+
 // One line per result, and back: "peer <host> <where> <connect_ms> <rtt_ms> <mbit_s>", then
 // " error <text>" when it failed. Parse is false for a line it cannot read.
 std::string PeerResultLine(const PeerResult& result);

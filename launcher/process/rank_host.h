@@ -36,6 +36,10 @@ class RankHostEvents {
   // The process facts of rank `id` there (launcher/hang/proc_facts.h's text), as RankHost::
   // ProbeRank asked.
   virtual void OnRemoteFacts(RankHost* from, int id, std::string_view facts) = 0;
+  // The agent's answer to a pre-flight request (RankHost::CheckHost, CheckPeers): "self\n" and
+  // its own checks, or "peers\n" and its probes (launcher/preflight/'s texts); "lost\n" and the
+  // line that says why, when the host is gone (then, or later, before it answered).
+  virtual void OnRemoteCheck(RankHost* from, std::string_view text) = 0;
 };
 
 // A remote host's agent, as RankSet sees it. Loop thread only.
@@ -51,6 +55,13 @@ class RankHost {
   // Asks the agent for rank `id`'s process facts (state, wait channel, command), which come
   // back through RankHostEvents::OnRemoteFacts; nothing comes for a rank that ended.
   virtual void ProbeRank(int id) = 0;
+  // A pre-flight of the host (launcher/preflight/): `rank_start` is what its first rank would be
+  // (the agent checks with that rank's environment, counts the GPUs its `slots` need, and opens a
+  // listener for its peers' probes);
+  // `peers` the probes it is to make (PeerTargetsText), "" when the pre-flight is over. Answers
+  // come through RankHostEvents::OnRemoteCheck.
+  virtual void CheckHost(const std::string& rank_start, int slots) = 0;
+  virtual void CheckPeers(const std::string& peers) = 0;
   // Reading resumes after OnRemoteOutput returned false.
   virtual void Resume() = 0;
 };

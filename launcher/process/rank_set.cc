@@ -226,6 +226,7 @@ bool RankSet::OnRemoteOutput(RankHost* from, int id, bool is_stderr, std::string
 }
 
 void RankSet::OnHostLost(RankHost* from, std::string_view line, const ExitStatus& status) {
+  if (on_check_) on_check_(from, "lost\n" + std::string(line));  // a pre-flight may wait on it
   std::vector<int> ids;  // oldest first (ranks_ is ordered by id)
   for (const auto& [id, r] : ranks_) {
     if (r->remote == from && !r->exited) ids.push_back(id);
@@ -240,6 +241,10 @@ void RankSet::OnRemoteFacts(RankHost* from, int id, std::string_view facts) {
   auto it = ranks_.find(id);
   if (it == ranks_.end() || from == nullptr || it->second->remote != from) return;
   if (facts_tap_) facts_tap_(id, facts);
+}
+
+void RankSet::OnRemoteCheck(RankHost* from, std::string_view text) {
+  if (on_check_) on_check_(from, text);
 }
 
 bool RankSet::ProbeRemote(int id) {

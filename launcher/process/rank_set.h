@@ -151,6 +151,7 @@ class RankSet : public RankHostEvents {
                     std::chrono::steady_clock::time_point exited_at) override;
   void OnHostLost(RankHost* from, std::string_view line, const ExitStatus& status) override;
   void OnRemoteFacts(RankHost* from, int id, std::string_view facts) override;
+  void OnRemoteCheck(RankHost* from, std::string_view text) override;
 
   // For the hang watchdog (launcher/hang/hang_watch.h). When the job last showed life: a rank
   // printed (any bytes), started or finished.
@@ -174,6 +175,8 @@ class RankSet : public RankHostEvents {
   // Called (posted to the loop) when a finished rank is queued and the queue was empty: drain it
   // with NextFinished then.
   void set_on_finished(std::function<void()> callback) { on_finished_ = std::move(callback); }
+  // Where hosts' pre-flight answers go (RankHostEvents::OnRemoteCheck), a lost host's too.
+  void set_on_check(std::function<void(RankHost*, std::string_view)> callback) { on_check_ = std::move(callback); }
 
  private:
   struct Stream;
@@ -210,6 +213,7 @@ class RankSet : public RankHostEvents {
   int active_ = 0;
   std::deque<Finished> finished_;  // not yet handed out
   std::function<void()> on_finished_;
+  std::function<void(RankHost*, std::string_view)> on_check_;
   std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
   OutputTap output_tap_;
   FactsTap facts_tap_;

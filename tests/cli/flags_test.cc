@@ -895,9 +895,11 @@ TEST_CASE("every long prefix that is unique in horovodrun still resolves to the 
         // (once --elastic-timeout) ambiguous; --disa and --elastic-t still work. --rendezvous-allow
         // makes --r and --re (once --reset-limit) ambiguous; --res still works. --job-name makes
         // --j (once --jsrun) ambiguous; --js still works. --pool and --priority make --p and --pr
-        // (once --prefix-output-with-timestamp) ambiguous; --pre still works.
+        // (once --prefix-output-with-timestamp) ambiguous, and --preflight --pre and --pref;
+        // --prefi still works.
         if (prefix == "--d" || prefix == "--di" || prefix == "--dis" || prefix == "--r" ||
             prefix == "--re" || prefix == "--j" || prefix == "--p" || prefix == "--pr" ||
+            prefix == "--pre" || prefix == "--pref" ||
             std::string("--elastic-").rfind(prefix, 0) == 0) {
           continue;
         }

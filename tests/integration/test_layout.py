@@ -18,7 +18,7 @@ ALLOWED = {
     "launcher/agent": {"launcher/ssh", "launcher", "launcher/process", "launcher/output",
                        "launcher/hang", "launcher/preflight", "discovery", "events"},
     "launcher/hang": {"launcher/process"},
-    "launcher/preflight": {"smoke"},
+    "launcher/preflight": {"launcher/process", "discovery", "smoke"},
     "launcher/ssh": {"launcher/process", "events"},
     "launcher": {"launcher/process", "launcher/output", "launcher/hang", "launcher/preflight",
                  "control", "discovery", "rendezvous", "events"},

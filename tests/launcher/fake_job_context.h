@@ -68,8 +68,12 @@ class FakeJobContext : public JobContext {
   int short_errno = EMFILE;
   bool short_at_exec = false;
 
+  // What a pre-flight finds: the sick hosts' names and why (the result's other fields as given).
+  PreflightResult preflight_result;
+
   // --- what the policy did
   std::vector<Started> started;
+  std::vector<std::vector<PreflightRequest>> preflights;  // each Preflight's hosts
   std::vector<std::string> fenced_here;  // FenceHere's commands, per call
   std::vector<std::pair<int, int>> signals;  // (id or kSignalAll, signal)
   std::vector<std::string> stops;            // StopAll's reasons
@@ -262,6 +266,14 @@ class FakeJobContext : public JobContext {
     Post(std::move(then));
   }
   void FenceHere(const std::string& command) override { fenced_here.push_back(command); }
+  // The verdict comes through the loop (Post), as the runtime's does.
+  void Preflight(const std::vector<PreflightRequest>& hosts,
+                 std::function<void(const PreflightResult&)> done) override {
+    preflights.push_back(hosts);
+    PreflightResult result = preflight_result;
+    for (const PreflightRequest& h : hosts) result.hosts.push_back(h.first.slot.hostname);
+    Post([done, result] { done(result); });
+  }
   void CheckDone() override { ++check_done; }
   std::unique_ptr<rendezvous::Notifier> MakeNotifier() override {
     return std::make_unique<rendezvous::Notifier>(&io_);

@@ -38,6 +38,9 @@ struct Recorder : RankHostEvents {
   void OnRemoteFacts(RankHost* from, int id, std::string_view text) override {
     if (Runs(from, id)) facts[id] = std::string(text);
   }
+  void OnRemoteCheck(RankHost* from, std::string_view text) override {
+    if (from == host) checks.emplace_back(text);
+  }
   void OnHostLost(RankHost* from, std::string_view line, const ExitStatus& status) override {
     std::vector<int> ids;
     for (int id : started) {
@@ -53,6 +56,7 @@ struct Recorder : RankHostEvents {
   std::map<int, std::string> out, err, facts;
   std::map<int, ExitStatus> exits;
   std::map<int, std::chrono::steady_clock::time_point> exit_times;
+  std::vector<std::string> checks;  // pre-flight answers
   bool pause = false;
 };
 

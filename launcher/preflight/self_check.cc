@@ -1,0 +1,157 @@
+#include "launcher/preflight/self_check.h"
+
+#include <arpa/inet.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "discovery/interfaces.h"
+#include "launcher/process/environment.h"
+#include "launcher/process/program_path.h"
+#include "smoke/socket.h"
+
+namespace etrun::launcher::preflight {
+namespace {
+
+// Whether `program` (a path or a name) is an interpreter whose first operand is a script to run:
+// python3, python3.11, bash, sh, perl, ... For those the script must be there too.
+bool RunsAScript(const std::string& program) {
+  std::string name = program.substr(program.rfind('/') + 1);
+  for (const char* interpreter : {"python", "bash", "sh", "dash", "zsh", "perl", "ruby"}) {
+    std::string_view i = interpreter;
+    if (name.starts_with(i) && name.find_first_not_of("0123456789.", i.size()) == std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The script an interpreter's argv runs, or "" when it runs none (python -m x, -c, sh -c, stdin).
+std::string ScriptOf(const std::vector<std::string>& argv) {
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string& word = argv[i];
+    if (word == "-c" || word == "-m" || word == "-" || word == "-e" || word.starts_with("-c") ||
+        word.starts_with("-m")) {
+      return "";
+    }
+    if (word == "--") return i + 1 < argv.size() ? argv[i + 1] : "";
+    if (word.starts_with("-")) continue;  // options taking a value are rare before the script
+    return word;
+  }
+  return "";
+}
+
+bool IsIpv4(const std::string& text) {
+  in_addr a{};
+  return inet_pton(AF_INET, text.c_str(), &a) == 1;
+}
+
+std::string InterfaceAddress(const std::string& name) {
+  for (const discovery::Interface& nic : discovery::LocalInterfaces()) {
+    if (nic.name == name && !nic.ipv4.empty()) return nic.ipv4.front();
+  }
+  return "";
+}
+
+}  // namespace
+
+SelfCheck CheckSelf(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                    const std::string& cwd, std::chrono::milliseconds timeout) {
+  SelfCheck check;
+  std::string err;
+  char here[4096];
+  std::string dir = !cwd.empty() ? cwd : getcwd(here, sizeof(here)) != nullptr ? here : ".";
+  if (argv.empty()) {
+    check.problems.push_back("the command is empty");
+  } else if (FindProgram(argv[0], EnvValue(env, "PATH"), &err, cwd).empty()) {
+    check.problems.push_back("cannot run '" + argv[0] + "': " + err);
+  } else if (RunsAScript(argv[0])) {
+    std::string script = ScriptOf(argv);
+    std::string file = script.empty() || script.front() == '/' ? script : dir + "/" + script;
+    struct stat st;
+    if (!script.empty() && (stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))) {
+      check.problems.push_back("no script '" + script + "' for " + argv[0] + " in " + dir);
+    }
+  }
+
+  std::string store = EnvValue(env, "HOROVOD_GLOO_RENDEZVOUS_ADDR");
+  std::string port = EnvValue(env, "HOROVOD_GLOO_RENDEZVOUS_PORT");
+  if (store.empty()) {
+    store = EnvValue(env, "MASTER_ADDR");
+    port = EnvValue(env, "MASTER_PORT");
+  }
+  std::string seen_from;
+  if (!store.empty() && IsIpv4(store) && !port.empty()) {
+    smoke::Fd fd;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    // A request the store answers at once (a rank's key is never held), as a rank's would be.
+    const std::string request = "GET /etrun-preflight/rank_0 HTTP/1.1\r\nHost: " + store +
+                                "\r\nConnection: close\r\n\r\n";
+    std::string answer;
+    bool ok = smoke::ConnectIpv4(store, atoi(port.c_str()), deadline, &fd, &err) &&
+              smoke::WriteAll(fd, request, deadline, &err);
+    while (ok && answer.find("\r\n") == std::string::npos) ok = smoke::ReadSome(fd, &answer, deadline, &err);
+    if (!ok) {
+      if (err.empty()) err = "closed before it answered";
+      if (err.ends_with("timed out")) {
+        err = err.substr(0, err.size() - 9) + "no answer in " + std::to_string(timeout.count()) + " ms";
+      }
+      if (!err.starts_with("cannot connect to ")) err = store + ":" + port + ": " + err;
+      check.problems.push_back("the launcher's rendezvous store: " + err);
+    } else if (answer.starts_with("HTTP/1.1 403") || answer.starts_with("HTTP/1.0 403")) {
+      check.problems.push_back("the launcher's rendezvous store " + store + ":" + port +
+                               " refuses this host (403): admit its network with --rendezvous-allow");
+    } else {
+      seen_from = smoke::LocalAddress(fd);
+    }
+  }
+
+  for (const char* var : {"HOROVOD_GLOO_IFACE", "GLOO_SOCKET_IFNAME"}) {
+    std::string nic = EnvValue(env, var);
+    if (nic.empty() || !check.probe_ip.empty()) continue;
+    nic = nic.substr(0, nic.find(','));
+    check.probe_ip = InterfaceAddress(nic);
+  }
+  if (check.probe_ip.empty()) check.probe_ip = seen_from;
+  if (check.probe_ip.empty()) {
+    std::string nic;
+    discovery::FirstNonLoopback(discovery::LocalInterfaces(), &nic, &check.probe_ip);
+  }
+  return check;
+}
+
+std::string SelfCheckText(const SelfCheck& check) {
+  std::string text;
+  for (std::string p : check.problems) {
+    for (char& c : p) {
+      if (c == '\n') c = ' ';
+    }
+    text += "problem " + p + "\n";
+  }
+  text += "probe " + check.probe_ip + ":" + std::to_string(check.probe_port) + "\n";
+  return text;
+}
+
+bool ParseSelfCheckText(std::string_view text, SelfCheck* check) {
+  *check = SelfCheck{};
+  while (!text.empty()) {
+    size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    if (line.starts_with("problem ")) {
+      check->problems.emplace_back(line.substr(8));
+    } else if (line.starts_with("probe ")) {
+      std::string where(line.substr(6));
+      size_t colon = where.rfind(':');
+      if (colon == std::string::npos) return false;
+      check->probe_ip = where.substr(0, colon);
+      check->probe_port = atoi(where.c_str() + colon + 1);
+    } else if (!line.empty()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace etrun::launcher::preflight
