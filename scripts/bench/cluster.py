@@ -16,11 +16,14 @@ address; the launcher's side is a bridge). No network flag is given to etrun any
             to a link cut (64) and shrink by h8 (56): first step, each change's training stall
             (cut -> first step of the smaller world for the cut), and rank 0's committed steps,
             which must be every step once. Targets: stalls <= 0.25 s, the cut <= 5 s.
+  preflight  8 hosts, one trivial Python rank each, with and without --preflight, taken in turns
+            (RUNS pairs, median): what the pre-flight adds to a job's wall time, and what it
+            measured (its own seconds, median stream, largest round trip). Target: <= 1 s added.
 
 Sessions run as root, whose ~/.bashrc here runs `pyenv init` (~0.36 s): every SSH session pays
 it, the floor's and etrun's once per rank, mpirun's once per host.
-usage: cluster.py ETRUN [launch] [elastic] [partition] [partition-real] [elastic8x8]
-       (default: all five)
+usage: cluster.py ETRUN [launch] [elastic] [partition] [partition-real] [elastic8x8] [preflight]
+       (default: all six)
 """
 import json
 import os
@@ -198,9 +201,47 @@ def elastic_8x8(bed, etrun):
     return ok
 
 
+def preflight(bed, etrun, runs):
+    """A job's wall time with and without --preflight on 8 hosts, in turns; the pre-flight's event."""
+    work = tempfile.mkdtemp(prefix="etrun-bench-preflight-")
+    with open(os.path.join(work, "train.py"), "w") as f:
+        f.write('print("up")\n')
+    hosts = ",".join(f"{h.name}:1" for h in bed.hosts[:8])
+    events = os.path.join(work, "events.jsonl")
+
+    def run(*flags):
+        started = time.monotonic()
+        r = subprocess.run(bed.exec_argv([etrun, "-np", "8", "-H", hosts, *flags, "/usr/bin/python3",
+                                          "train.py"]),
+                           env=bed.env(), capture_output=True, text=True, cwd=work, timeout=300)
+        if r.returncode != 0:
+            raise RuntimeError("etrun %s failed (%d): %s" % (" ".join(flags), r.returncode, r.stderr))
+        return time.monotonic() - started
+
+    try:
+        run(), run("--preflight")  # agents cached, logins warm
+        plain, checked, facts = [], [], []
+        for _ in range(runs):
+            plain.append(run())
+            checked.append(run("--preflight", "--events-file", events))
+            with open(events) as f:
+                facts.append([e for e in map(json.loads, f) if e["event"] == "preflight"][0])
+            os.unlink(events)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    median = lambda xs: sorted(xs)[len(xs) // 2]
+    added = median(checked) - median(plain)
+    print("  without --preflight  %.3f s (median of %d)" % (median(plain), runs))
+    print("  with --preflight     %.3f s: +%.3f s (target <= 1 s)" % (median(checked), added))
+    print("  pre-flight itself    %.3f s, median stream %.0f Mbit/s, round trips up to %.2f ms" % (
+        median([f["seconds"] for f in facts]), median([f["median_mbit_s"] for f in facts]),
+        median([f["max_rtt_ms"] for f in facts])))
+    return added <= 1.0
+
+
 def main():
     etrun = os.path.realpath(sys.argv[1])
-    parts = sys.argv[2:] or ["launch", "elastic", "partition", "partition-real", "elastic8x8"]
+    parts = sys.argv[2:] or ["launch", "elastic", "partition", "partition-real", "elastic8x8", "preflight"]
     work = tempfile.mkdtemp(prefix="etrun-bench-bed-")
     try:
         bed = testbed.up(os.path.join(work, "bed"), hosts=9 if "elastic8x8" in parts else 8)
@@ -224,6 +265,9 @@ def main():
         if "elastic8x8" in parts:
             print("elastic 8 x 8 -> 9 x 8 -> link cut -> 7 x 8 (stand-ins as Horovod):")
             ok = elastic_8x8(bed, etrun) and ok
+        if "preflight" in parts:
+            print("--preflight on 8 hosts, one trivial rank each:")
+            ok = preflight(bed, etrun, int(os.environ.get("RUNS", "10"))) and ok
     finally:
         bed.down()
         shutil.rmtree(work, ignore_errors=True)
