@@ -536,6 +536,12 @@ void ElasticDriver::OnHostHung(const std::string& host, TimePoint now) {
   BlacklistHost(host, "its ranks hung elsewhere than the others (--hang-action restart)", now);
 }
 
+void ElasticDriver::OnHostSick(const std::string& host, const std::string& why, TimePoint now) {
+  now_ = now;
+  if (hosts_->IsBlacklisted(host)) return;
+  BlacklistHost(host, why, now);
+}
+
 void ElasticDriver::BlacklistHost(const std::string& host, const std::string& reason, TimePoint now) {
   hosts_->Blacklist(host, now);
   std::optional<TimePoint> end = hosts_->CooldownEnd(host);

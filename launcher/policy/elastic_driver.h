@@ -145,6 +145,9 @@ class ElasticDriver : public rendezvous::ElasticHooks {
   // A host's ranks hung where the others did not (--hang-action restart): blacklisted as an
   // unreachable one is. Call before their exits.
   void OnHostHung(const std::string& host, TimePoint now);
+  // A host a pre-flight found sick (--preflight), before any rank of the job ran there:
+  // blacklisted with `why`, retried after its cooldown like any other.
+  void OnHostSick(const std::string& host, const std::string& why, TimePoint now);
   void OnTick(TimePoint now);  // deadlines; call at least every second
   // Every worker of the current round has passed its global rendezvous (the store's `global`
   // scope completed): the new world trains. Restart mode marks this itself once ranks run.

@@ -301,6 +301,79 @@ void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
                    offered - *supervisable_, *supervisable_);
     }
   }
+  if (grant.ok && context_->config().preflight != PreflightMode::kOff) {
+    std::vector<std::string> fresh = Unchecked(grant);
+    if (!fresh.empty()) return Preflight(grant, std::move(fresh));
+  }
+  ApplyGrant(grant);
+}
+
+std::vector<std::string> ElasticPolicy::Unchecked(const discovery::HostGrant& grant) {
+  // A host that left the job (blacklisted) is checked again when it comes back.
+  std::erase_if(preflight_passed_, [this](const std::string& h) { return host_manager_->IsBlacklisted(h); });
+  std::vector<std::string> names = HostNames(grant, ResolvedAhead());
+  std::vector<std::string> fresh;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (grant.hosts[i].slots > 0 && !host_manager_->IsBlacklisted(names[i]) &&
+        !preflight_passed_.count(names[i])) {
+      fresh.push_back(names[i]);
+    }
+  }
+  return fresh;
+}
+
+void ElasticPolicy::Preflight(const discovery::HostGrant& grant, std::vector<std::string> fresh) {
+  // The new hosts, and (as peers to probe, at most 8) hosts of the job that passed before.
+  std::vector<std::string> hosts = fresh;
+  for (const std::string& h : HostNames(grant, ResolvedAhead())) {
+    if (hosts.size() >= fresh.size() + 8) break;
+    if (preflight_passed_.count(h) && std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+  }
+  std::vector<PreflightRequest> requests;
+  for (const std::string& h : hosts) {
+    int slots = 0;
+    for (const discovery::HostSlots& hs : grant.hosts) {
+      if (hs.name == h) slots = hs.slots;
+    }
+    rendezvous::SlotInfo slot;
+    slot.hostname = h;
+    slot.local_size = slots;
+    RankRequest request{slot, 0, run_, 0, ExtraEnv(false), {}};
+    if (run_.per_host) PlaceOnNetwork(slot, {slot}, &request.run);
+    if (auto through = grant.start_through.find(h); through != grant.start_through.end()) {
+      request.start = through->second;
+    }
+    requests.push_back({request, slots});
+  }
+  context_->Preflight(requests, [this, grant, fresh](const PreflightResult& result) {
+    OnPreflight(grant, fresh, result);
+  });
+}
+
+void ElasticPolicy::OnPreflight(const discovery::HostGrant& grant, const std::vector<std::string>& fresh,
+                                const PreflightResult& result) {
+  if (driver_->finished()) return;
+  // Only the new hosts are judged: those of the job already run its ranks, and their failures
+  // take the usual way.
+  PreflightResult judged = result;
+  std::erase_if(judged.sick, [&fresh](const preflight::SickHost& s) {
+    return std::find(fresh.begin(), fresh.end(), s.host) == fresh.end();
+  });
+  bool warn = context_->config().preflight == PreflightMode::kWarn;
+  ReportPreflight(judged, judged.sick.empty() ? "start" : warn ? "warn" : "leave_out", &context_->events());
+  for (const std::string& h : fresh) {
+    auto sick = std::find_if(judged.sick.begin(), judged.sick.end(),
+                             [&h](const preflight::SickHost& s) { return s.host == h; });
+    if (sick == judged.sick.end() || warn) {
+      preflight_passed_.insert(h);
+    } else {
+      driver_->OnHostSick(h, "pre-flight: " + sick->why, context_->Now());
+    }
+  }
+  ApplyGrant(grant);
+}
+
+void ElasticPolicy::ApplyGrant(const discovery::HostGrant& grant) {
   driver_->OnDiscovery(grant, context_->Now());
   context_->CheckDone();
   if (driver_->finished()) return;

@@ -93,6 +93,15 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
 
   void Poll();
   void AfterPoll(const discovery::HostGrant& grant);
+  // The grant to the driver, and the next poll.
+  void ApplyGrant(const discovery::HostGrant& grant);
+  // --preflight: the grant's hosts (with slots, not blacklisted) that have not passed one.
+  std::vector<std::string> Unchecked(const discovery::HostGrant& grant);
+  // Checks `fresh` (with hosts of the job as peers) before `grant` goes to the driver; a sick one
+  // is blacklisted with the reason (warn: only named).
+  void Preflight(const discovery::HostGrant& grant, std::vector<std::string> fresh);
+  void OnPreflight(const discovery::HostGrant& grant, const std::vector<std::string>& fresh,
+                   const PreflightResult& result);
   // Whether one of the hosts `grant` lists first (ResolvedAhead) with slots is this machine.
   bool OffersThisMachine(const discovery::HostGrant& grant) const;
   size_t ResolvedAhead() const;  // how many of a grant's hosts are looked up before it is used
@@ -146,6 +155,9 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   std::optional<int> supervisable_;  // without --max-np: SupervisableRanks
   bool warned_supervisable_ = false;
   bool command_checked_ = false;   // on this machine, once a grant first offered it
+  // --preflight: hosts checked and found well. While a check runs, no poll is made (AfterPoll
+  // returns without one; OnPreflight goes on).
+  std::set<std::string> preflight_passed_;
   int port_round_ = -1;            // restart mode: the round master_port_ was picked for
   int master_port_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the discovery thread

@@ -75,12 +75,9 @@ SelfCheck CheckSelf(const std::vector<std::string>& argv, const std::vector<std:
     }
   }
 
+  // etrun's store (MASTER_ADDR is rank 0's own, in restart mode: nobody listens there yet).
   std::string store = EnvValue(env, "HOROVOD_GLOO_RENDEZVOUS_ADDR");
   std::string port = EnvValue(env, "HOROVOD_GLOO_RENDEZVOUS_PORT");
-  if (store.empty()) {
-    store = EnvValue(env, "MASTER_ADDR");
-    port = EnvValue(env, "MASTER_PORT");
-  }
   std::string seen_from;
   if (!store.empty() && IsIpv4(store) && !port.empty()) {
     smoke::Fd fd;

@@ -20,8 +20,8 @@ struct SelfCheck {
 };
 
 // `argv`, `env` ("K=V") and `cwd` as the rank would run. The store is the env's
-// HOROVOD_GLOO_RENDEZVOUS_ADDR and _PORT, else MASTER_ADDR and MASTER_PORT (a name there is not
-// checked: the agent cannot look names up). The probe address is that of the interface the env
+// HOROVOD_GLOO_RENDEZVOUS_ADDR and _PORT, etrun's (a name there is not checked: the agent cannot
+// look names up). The probe address is that of the interface the env
 // names for Gloo (HOROVOD_GLOO_IFACE, GLOO_SOCKET_IFNAME), else the one this machine reaches the
 // store from, else its first that is not loopback.
 SelfCheck CheckSelf(const std::vector<std::string>& argv, const std::vector<std::string>& env,

@@ -11,6 +11,8 @@ import subprocess
 import pytest
 
 from conftest import ETRUN, PYTHON, processes_with_marker, rank_lines, run_etrun, wait_until
+from test_elastic_protocol import sizes_in_order
+from test_multihost import BedJob
 from testbed import bed_fixture
 
 bed = bed_fixture(hosts=4)
@@ -23,10 +25,10 @@ def events(path, name):
         return [e for e in map(json.loads, f) if e["event"] == name]
 
 
-def etrun_on_bed(bed, tmp_path, marker_env, *flags):
+def etrun_on_bed(bed, tmp_path, marker_env, *flags, hosts=("-H", HOSTS), np=4):
     key = os.path.join(bed.home, ".ssh", "id_ed25519")
     (tmp_path / "train.py").write_text(TRAIN)
-    return subprocess.run(bed.exec_argv([ETRUN, "-np", "4", "-H", HOSTS, "-i", key, *flags,
+    return subprocess.run(bed.exec_argv([ETRUN, "-np", str(np), *hosts, "-i", key, *flags,
                                          "--events-file", str(tmp_path / "events.jsonl"), PYTHON,
                                          "train.py"]),
                           env=bed.env(dict(os.environ, **marker_env)), capture_output=True, text=True,
@@ -106,6 +108,58 @@ def test_healthy_hosts_pass_and_the_job_runs(bed, tmp_path, marker_env):
                         r"\d+ Mbit/s, round trips up to [\d.]+ ms", summary[0]), summary[0]
     [pre] = events(tmp_path / "events.jsonl", "preflight")
     assert pre["action"] == "start" and pre["sick"] == [] and pre["max_rtt_ms"] > 0
+
+
+def test_an_elastic_job_leaves_the_sick_hosts_out_and_says_why(bed, tmp_path, marker_env, throttled,
+                                                               no_script_on_h4):
+    discover = tmp_path / "discover.sh"
+    discover.write_text("#!/bin/sh\nprintf 'h1:1\\nh2:1\\nh3:1\\nh4:1\\n'\n")
+    discover.chmod(0o755)
+    # -np 2: the job starts once two hosts are well; --max-np 4 would take all four.
+    r = etrun_on_bed(bed, tmp_path, marker_env, "--preflight", "--min-np", "2", "--max-np", "4",
+                     hosts=("--host-discovery-script", str(discover)), np=2)
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    left = [line for line in lines if line.startswith("etrun: warning: pre-flight: ")]
+    assert len(left) == 2, r.stderr
+    assert re.fullmatch(r"etrun: warning: pre-flight: h3: slow link: sends at [\d.]+ Mbit/s to h4, [\d.]+ "
+                        r"Mbit/s to h1, below a quarter of the job's median [\d.]+ Mbit/s; left out of the job",
+                        left[0]), left
+    assert left[1] == (f"etrun: warning: pre-flight: h4: no script 'train.py' for {PYTHON} in {tmp_path}; "
+                       "left out of the job"), left
+    # It ran on the two others only.
+    assert sorted(r.stdout.splitlines()) == ["[0]<stdout>:up 0 h1", "[1]<stdout>:up 1 h2"], r.stdout
+    log = tmp_path / "events.jsonl"
+    [pre] = events(log, "preflight")
+    assert pre["action"] == "leave_out" and [s["host"] for s in pre["sick"]] == ["h3", "h4"]
+    blacklisted = {e["host"]: e["reason"] for e in events(log, "host_blacklisted")}
+    assert sorted(blacklisted) == ["h3", "h4"], blacklisted
+    assert blacklisted["h4"] == f"pre-flight: no script 'train.py' for {PYTHON} in {tmp_path}"
+    assert {e["host"] for e in events(log, "rank_started")} == {"h1", "h2"}
+
+
+def test_a_host_added_to_a_running_elastic_job_is_checked_first_and_joins_once_well(bed, tmp_path,
+                                                                                  marker_env, throttled):
+    # h3 comes while h1 and h2 train: its slow link keeps it out (blacklisted, the world stays 2);
+    # once its link is well again it is checked again after its cooldown, and joins.
+    job = BedJob(bed, tmp_path, marker_env, ["h1", "h2"], steps=160,
+                 extra=["--preflight", "--blacklist-cooldown-range", "2", "3"])
+    assert job.wait_for_size(2), job.err()
+    job.set_hosts(["h1", "h2", "h3"])
+    assert wait_until(lambda: "host_blacklisted" in (e["event"] for e in job.event_list()), timeout=30), job.err()
+    assert not job.wait_for_size(3, timeout=2), job.err()  # it stays out
+    bed.run_host("h3", ["tc", "qdisc", "del", "dev", "eth0", "root"])
+    assert job.wait_for_size(3, timeout=60), job.err()
+    assert job.finish() == 0, job.err()
+    job.check_training(160)
+    assert sizes_in_order(job.lines())[:2] == [2, 3]
+    checks = [e for e in job.event_list() if e["event"] == "preflight"]
+    assert [(c["hosts"][:1], c["action"]) for c in checks] == [(["h1"], "start"), (["h3"], "leave_out"),
+                                                                 (["h3"], "start")], checks
+    assert sorted(checks[1]["hosts"]) == ["h1", "h2", "h3"]  # the job's hosts were its peers
+    [blacklisted] = [e for e in job.event_list() if e["event"] == "host_blacklisted"]
+    assert blacklisted["host"] == "h3" and blacklisted["reason"].startswith("pre-flight: slow link: sends at ")
+    assert "etrun: warning: pre-flight: h3: slow link: sends at " in job.err()
 
 
 def test_a_host_without_the_script_on_this_machine(tmp_path, marker_env):
