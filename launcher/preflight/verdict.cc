@@ -33,7 +33,11 @@ std::vector<SickHost> Judge(const std::vector<HostCheck>& checks, double* median
     std::vector<std::pair<std::string, double>> sent, received;  // streams: peer, rate
   };
   std::map<std::string, Side> sides;
-  std::vector<double> rates;
+  struct Link {
+    std::string from, to;
+    double rate;
+  };
+  std::vector<Link> links;
   for (const HostCheck& c : checks) {
     Side& from = sides[c.host];
     for (const PeerResult& p : c.peers) {
@@ -46,26 +50,34 @@ std::vector<SickHost> Judge(const std::vector<HostCheck>& checks, double* median
         from.failures.push_back(p.host + " (" + p.error + ")");
         continue;
       }
-      if (p.mbit_s >= 0) {
-        from.sent.emplace_back(p.host, p.mbit_s);
-        to.received.emplace_back(c.host, p.mbit_s);
-        rates.push_back(p.mbit_s);
-      } else if (!p.ok()) {  // reached, but its stream failed: it moved nothing in time
-        from.sent.emplace_back(p.host, 0);
-        to.received.emplace_back(c.host, 0);
-        rates.push_back(0);
-      }
+      // A stream that failed after its host was reached moved nothing in time: a rate of 0.
+      double rate = p.mbit_s >= 0 ? p.mbit_s : !p.ok() ? 0 : -1;
+      if (rate < 0) continue;
+      from.sent.emplace_back(p.host, rate);
+      to.received.emplace_back(c.host, rate);
+      links.push_back({c.host, p.host, rate});
     }
   }
-  double median = -1;
-  if (!rates.empty()) {
-    std::vector<double> sorted = rates;
-    std::sort(sorted.begin(), sorted.end());
-    size_t n = sorted.size();
-    median = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  }
-  if (median_mbit_s != nullptr) *median_mbit_s = median;
-  auto all_slow = [median](const std::vector<std::pair<std::string, double>>& streams, size_t least) {
+  auto median_of = [](std::vector<double> v) {
+    if (v.empty()) return -1.0;
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  std::vector<double> all;
+  for (const Link& l : links) all.push_back(l.rate);
+  if (median_mbit_s != nullptr) *median_mbit_s = median_of(all);
+  // A host is measured against the links it is not on: a throttled host slows its peers' streams
+  // toward it too (its acknowledgements wait in the same queue), which with few hosts would pull
+  // the job's median down to its own level. Two hosts have no other link: the median of theirs.
+  auto reference = [&](const std::string& host) {
+    std::vector<double> others;
+    for (const Link& l : links) {
+      if (l.from != host && l.to != host) others.push_back(l.rate);
+    }
+    return others.empty() ? median_of(all) : median_of(others);
+  };
+  auto all_slow = [](const std::vector<std::pair<std::string, double>>& streams, size_t least, double median) {
     if (streams.size() < least || median <= 0) return false;
     return std::all_of(streams.begin(), streams.end(),
                        [median](const auto& s) { return s.second < median / 4; });
@@ -91,10 +103,11 @@ std::vector<SickHost> Judge(const std::vector<HostCheck>& checks, double* median
       why.push_back(std::to_string(s.failed_by) + " of its " + std::to_string(s.probed_by) +
                     " peers cannot reach it");
     }
-    std::string median_text = "a quarter of the job's median " + RateText(median);
-    if (all_slow(s.sent, 1)) {
+    double median = reference(c.host);
+    std::string median_text = "a quarter of the other links' median " + RateText(median);
+    if (all_slow(s.sent, 1, median)) {
       why.push_back("slow link: sends at " + listed(s.sent, "to") + ", below " + median_text);
-    } else if (all_slow(s.received, 2)) {
+    } else if (all_slow(s.received, 2, median)) {
       why.push_back("slow link: receives at " + listed(s.received, "from") + ", below " + median_text);
     }
     if (why.empty()) continue;

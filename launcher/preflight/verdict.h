@@ -7,7 +7,11 @@
 //  - it reaches fewer than half of the peers it probed, or fewer than half of those that probed
 //    it reach it (two hosts that cannot reach each other are both named);
 //  - every stream it sent, or (with two or more) every stream it received, ran below a quarter of
-//    the median of all the job's streams: a link of its is slow, not its peers'.
+//    the median of the streams between the other hosts: a link of its is slow, not its peers'.
+//    (Not the median of all: a throttled host slows the streams toward it too, its
+//    acknowledgements queued behind its own sends, and with few hosts that median sinks with it.
+//    With two hosts there is no other link: the median of both streams, and the sender of the
+//    slow one is named.)
 #ifndef ETRUN_LAUNCHER_PREFLIGHT_VERDICT_H_
 #define ETRUN_LAUNCHER_PREFLIGHT_VERDICT_H_
 
@@ -34,7 +38,7 @@ struct SickHost {
 std::vector<PeerTarget> TargetsFor(size_t i, const std::vector<std::string>& hosts,
                                    const std::vector<std::string>& ips, const std::vector<int>& ports);
 
-// The sick hosts, in `checks`' order; *median_mbit_s is the median of the streams (-1: none).
+// The sick hosts, in `checks`' order; *median_mbit_s is the median of all streams (-1: none).
 std::vector<SickHost> Judge(const std::vector<HostCheck>& checks, double* median_mbit_s);
 
 // "1234 Mbit/s", "12.5 Mbit/s".

@@ -66,7 +66,7 @@ TEST_CASE("a host whose sending link is throttled is named with its rates; its r
   REQUIRE(sick.size() == 1);
   CHECK(sick[0].host == "h3");
   CHECK(sick[0].why == "slow link: sends at 40.0 Mbit/s to h4, 40.0 Mbit/s to h5, below a quarter of "
-                       "the job's median 9000 Mbit/s");
+                       "the other links' median 9000 Mbit/s");
 }
 
 TEST_CASE("a host whose receiving link is throttled is named too") {
@@ -133,4 +133,16 @@ TEST_CASE("two hosts: the sender of a slow stream is named") {
   std::vector<SickHost> sick = Judge(Ring(2, [](int from, int) { return from == 1 ? 10.0 : 9000.0; }), nullptr);
   REQUIRE(sick.size() == 1);
   CHECK(sick[0].host == "h2");
+}
+
+TEST_CASE("a throttled host among three is named though the streams toward it are slow too") {
+  // Its acknowledgements wait behind its own sends: its peers' streams to it crawl as well, and
+  // the median of all six streams (15 Mbit/s) would hide it. Against the other hosts' link it shows.
+  std::vector<SickHost> sick = Judge(Ring(3, [](int from, int to) {
+    return from == 2 ? 5.0 : to == 2 ? 15.0 : 9000.0;
+  }), nullptr);
+  REQUIRE(sick.size() == 1);
+  CHECK(sick[0].host == "h3");
+  CHECK(sick[0].why == "slow link: sends at 5.0 Mbit/s to h1, 5.0 Mbit/s to h2, below a quarter of the "
+                       "other links' median 9000 Mbit/s");
 }
