@@ -221,3 +221,18 @@ def test_ssh_as_the_remote_shell_finds_the_launchers_etrun_and_sends_nothing(bed
                                                      3: ["up 3 a2"]}
     assert "agent up after" in r.stderr
     assert "no usable etrun there" not in r.stderr, r.stderr
+
+
+def test_preflight_names_a_remote_host_with_too_few_gpus_before_any_rank_starts(bed, tmp_path, marker_env):
+    shell = gpu_shell(bed, tmp_path, {"a1": 4, "a2": 2})
+    r = subprocess.run(bed.exec_argv([ETRUN, "-np", "4", "-H", "a1:2,a2:2", "--gpus-per-rank", "2",
+                                      "--preflight", "--remote-shell", shell, "sleep", "30"]),
+                       env=bed.env(dict(os.environ, **marker_env)), capture_output=True, timeout=120,
+                       text=True)
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.splitlines() == [
+        "etrun: error: pre-flight: a2: --gpus-per-rank 2: 2 ranks on this host need 4 GPUs but it has "
+        "2 (nvidia-smi -L): lower -np, lower --gpus-per-rank or add hosts",
+        "etrun: error: pre-flight found 1 of 2 hosts sick (a2): nothing was started; fix it or leave "
+        "it out, or run anyway with --preflight=warn"], r.stderr
+    assert r.stdout == ""
