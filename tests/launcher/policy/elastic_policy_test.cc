@@ -773,3 +773,57 @@ TEST_CASE("elastic policy: a failed worker's world has its Gloo mesh cut on ever
 
 }  // namespace
 }  // namespace etrun::launcher
+
+namespace etrun::launcher {
+namespace {
+
+TEST_CASE("elastic policy --preflight: new hosts are checked before the grant counts; a sick one is blacklisted, never started") {
+  ElasticJob job;
+  job.context.job.preflight = PreflightMode::kOn;
+  job.context.job.max_np = 4;
+  job.context.remote_starter = &job.remote;
+  job.context.preflight_result.sick = {{"198.18.0.6", "no script 'train.py' for python3 in /w"}};
+  job.source.grant = Grant({{"localhost", 2}, {"198.18.0.6", 1}});
+  LoggedLines logged;
+  job.Start();  // the first grant: both hosts are checked, the verdict comes through the loop
+  REQUIRE(job.context.preflights.size() == 1);
+  std::vector<std::string> checked;
+  for (const PreflightRequest& h : job.context.preflights[0]) checked.push_back(h.first.slot.hostname + ":" + std::to_string(h.slots));
+  CHECK(checked == std::vector<std::string>{"localhost:2", "198.18.0.6:1"});
+  job.context.RunPosted();
+  std::vector<std::string> started;
+  for (const auto& s : job.context.started) started.push_back(s.host);
+  CHECK(started == std::vector<std::string>{"localhost", "localhost"});
+  auto blacklisted = job.context.EventsNamed(events::kHostBlacklisted);
+  REQUIRE(blacklisted.size() == 1);
+  CHECK(blacklisted[0]["host"] == "198.18.0.6");
+  CHECK(blacklisted[0]["reason"] == "pre-flight: no script 'train.py' for python3 in /w");
+  CHECK(logged.lines() == std::vector<std::string>{
+      "warning: pre-flight: 198.18.0.6: no script 'train.py' for python3 in /w; left out of the job"});
+  // The next polls bring nothing new: no second check of the hosts that passed.
+  job.context.preflight_result.sick.clear();
+  job.context.Advance(seconds(1));
+  job.context.Advance(seconds(1));
+  CHECK(job.context.preflights.size() == 1);
+}
+
+TEST_CASE("elastic policy --preflight=warn: a sick host is named and used") {
+  ElasticJob job;
+  job.context.job.preflight = PreflightMode::kWarn;
+  job.context.remote_starter = &job.remote;
+  job.context.preflight_result.sick = {{"198.18.0.6", "slow link"}};
+  job.source.grant = Grant({{"localhost", 1}, {"198.18.0.6", 1}});
+  LoggedLines logged;
+  job.Start();
+  job.context.RunPosted();
+  CHECK(job.context.started.size() == 2);
+  CHECK(logged.lines() == std::vector<std::string>{
+      "warning: pre-flight: 198.18.0.6: slow link; its ranks run anyway (--preflight=warn)"});
+  CHECK(job.context.EventsNamed(events::kHostBlacklisted).empty());
+  auto pre = job.context.EventsNamed(events::kPreflight);
+  REQUIRE(pre.size() == 1);
+  CHECK(pre[0]["action"] == "warn");
+}
+
+}  // namespace
+}  // namespace etrun::launcher

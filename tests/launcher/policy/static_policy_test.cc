@@ -212,3 +212,64 @@ TEST_CASE("static: each exit is an event with its reason, and scaling is refused
 
 }  // namespace
 }  // namespace etrun::launcher
+
+namespace etrun::launcher {
+namespace {
+
+TEST_CASE("static --preflight: each host is checked once, with its first slot, before any rank starts") {
+  StaticJob job(3);
+  job.context.job.preflight = PreflightMode::kOn;
+  job.context.SetHosts("localhost:2,127.0.0.1:2");
+  job.Start();
+  CHECK(job.context.started.empty());
+  CHECK_FALSE(job.policy.Finished());  // nothing runs, yet the job is not over
+  REQUIRE(job.context.preflights.size() == 1);
+  const std::vector<PreflightRequest>& hosts = job.context.preflights[0];
+  REQUIRE(hosts.size() == 2);
+  CHECK(hosts[0].first.slot.hostname == "localhost");
+  CHECK(hosts[0].first.slot.local_rank == 0);
+  CHECK(hosts[0].first.run.rendezvous_port == 4242);
+  CHECK(hosts[0].slots == 2);
+  CHECK(hosts[1].first.slot.hostname == "127.0.0.1");
+  CHECK(hosts[1].slots == 1);  // -np 3: one of its two slots is used
+  job.context.RunPosted();
+  CHECK(job.context.started.size() == 3);
+  job.context.FinishAll(&job.policy, ExitStatus::Exited(0));
+  CHECK(job.policy.Result().code == 0);
+}
+
+TEST_CASE("static --preflight: a sick host stops the job before it starts (exit 3); warn starts it") {
+  for (PreflightMode mode : {PreflightMode::kOn, PreflightMode::kWarn}) {
+    CAPTURE(static_cast<int>(mode));
+    StaticJob job(2);
+    job.context.job.preflight = mode;
+    job.context.SetHosts("localhost:1,127.0.0.1:1");
+    job.context.preflight_result.sick = {{"127.0.0.1", "slow link: sends at 5.0 Mbit/s to localhost"}};
+    job.Start();
+    job.context.RunPosted();
+    if (mode == PreflightMode::kOn) {
+      CHECK(job.context.started.empty());
+      CHECK(job.policy.Finished());
+      JobResult result = job.policy.Result();
+      CHECK(result.code == kExitPreflight);
+      CHECK(result.cause == "pre-flight found 1 of 2 hosts sick (127.0.0.1): nothing was started; fix it "
+                            "or leave it out, or run anyway with --preflight=warn");
+    } else {
+      CHECK(job.context.started.size() == 2);
+    }
+  }
+}
+
+TEST_CASE("static --preflight: a stop signal while hosts are checked ends the job; the verdict starts nothing") {
+  StaticJob job(2);
+  job.context.job.preflight = PreflightMode::kOn;
+  job.Start();
+  job.policy.OnStopSignal(SIGTERM);
+  CHECK(job.policy.Finished());
+  job.context.RunPosted();  // the verdict comes
+  CHECK(job.context.started.empty());
+  CHECK(job.policy.Result().code == 128 + SIGTERM);
+}
+
+}  // namespace
+}  // namespace etrun::launcher
