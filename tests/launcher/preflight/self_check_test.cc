@@ -33,7 +33,14 @@ struct OneAnswer {
       etrun::smoke::WriteAll(c, status_line + "\r\nContent-Length: 0\r\n\r\n", deadline, &why);
     });
   }
-  ~OneAnswer() { thread.join(); }
+  ~OneAnswer() {
+    if (thread.joinable()) thread.join();
+  }
+  // What it was sent, once it has answered.
+  std::string Request() {
+    thread.join();
+    return request;
+  }
   etrun::smoke::Fd listener;
   int port = 0;
   std::thread thread;
@@ -80,7 +87,7 @@ TEST_CASE("a host's own check: the store answers, refuses this host, or is not t
     CHECK(c.problems == std::vector<std::string>{
         "the launcher's rendezvous store 127.0.0.1:" + std::to_string(store.port) +
         " refuses this host (403): admit its network with --rendezvous-allow"});
-    CHECK(store.request.starts_with("GET /etrun-preflight/rank_0 HTTP/1.1\r\n"));
+    CHECK(store.Request().starts_with("GET /etrun-preflight/rank_0 HTTP/1.1\r\n"));
   }
   int gone = 0;
   {
