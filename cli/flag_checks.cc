@@ -256,6 +256,11 @@ bool CheckMpi(const FlagTable& t, const JobConfig& c, std::string* err) {
            "there): leave out --mpi";
     return false;
   }
+  if (c.preflight != PreflightMode::kOff) {
+    *err = "--mpi and --preflight cannot be used together: mpirun starts the ranks, and etrun's "
+           "agents, which check the hosts, do not run: drop one";
+    return false;
+  }
   for (const char* name : {"--gpus-per-rank", "--ranks-per-gpu"}) {
     if (t.Given(name)) {
       *err = std::string("--mpi and ") + name +
@@ -285,11 +290,6 @@ bool HangTimeoutFromEnv(const FlagTable& t, const std::vector<std::string>& env,
       return false;
     }
     c->hang_timeout_s = seconds;
-  }
-  if (c->preflight != PreflightMode::kOff && c->controller == Controller::kMpi) {
-    *err = "--mpi and --preflight cannot be used together: mpirun starts the ranks, and etrun's "
-           "agents, which check the hosts, do not run: drop one";
-    return false;
   }
   if (t.Given("--hang-action") && !c->hang_timeout_s) {
     *err = "--hang-action acts on a hang that --hang-timeout SECONDS (or $ETRUN_HANG_TIMEOUT) "

@@ -60,7 +60,8 @@ PreflightRun::PreflightRun(asio::io_context* io, std::vector<PreflightHost> host
 PreflightRun::~PreflightRun() {
   *alive_ = false;
   timer_.cancel();
-  if (local_.joinable()) local_.join();  // bounded by its checks' deadlines
+  cancel_->store(true);
+  for (std::thread& t : threads_) t.join();  // a batch of probes at most: bounded by their deadlines
   if (phase_ != Phase::kDone) {
     for (const PreflightHost& h : hosts_) {
       if (h.spec.remote_host != nullptr) h.spec.remote_host->CheckPeers("");
@@ -70,12 +71,11 @@ PreflightRun::~PreflightRun() {
 
 template <typename T>
 void PreflightRun::OffLoop(std::function<T()> work, std::function<void(T)> then) {
-  if (local_.joinable()) local_.join();
   std::weak_ptr<bool> alive = alive_;
-  local_ = std::thread([this, alive, work = std::move(work), then = std::move(then)] {
+  threads_.emplace_back([io = io_, alive, work = std::move(work), then = std::move(then)] {
     T value = work();
-    asio::post(*io_, [alive, then, value = std::move(value)]() mutable {
-      if (alive.lock() && *alive.lock()) then(std::move(value));
+    asio::post(*io, [alive, then, value = std::move(value)]() mutable {
+      if (auto live = alive.lock(); live && *live) then(std::move(value));
     });
   });
 }
@@ -83,6 +83,7 @@ void PreflightRun::OffLoop(std::function<T()> work, std::function<void(T)> then)
 void PreflightRun::Start() {
   started_ = std::chrono::steady_clock::now();
   Arm(limits_.answer);
+  busy_ = true;
   for (size_t i = 0; i < hosts_.size(); ++i) {
     const PreflightHost& h = hosts_[i];
     if (!h.problem.empty()) {
@@ -96,12 +97,14 @@ void PreflightRun::Start() {
     }
     std::string err;
     std::vector<std::string> problems;
-    local_server_ = std::make_unique<preflight::ProbeServer>();
-    if (!local_server_->Start(&err)) {
+    auto server = std::make_unique<preflight::ProbeServer>();
+    int port = 0;
+    if (server->Start(&err)) {
+      port = server->port();
+      local_servers_.push_back(std::move(server));
+    } else {
       problems.push_back(err);
-      local_server_.reset();
     }
-    int port = local_server_ ? local_server_->port() : 0;
     LaunchSpec spec = h.spec;
     OffLoop<preflight::SelfCheck>(
         [spec, problems, port] {
@@ -112,6 +115,7 @@ void PreflightRun::Start() {
         },
         [this, i](preflight::SelfCheck check) { OnSelf(i, std::move(check)); });
   }
+  busy_ = false;
   MaybeAdvance();
 }
 
@@ -180,16 +184,19 @@ void PreflightRun::Arm(std::chrono::milliseconds after) {
   Phase phase = phase_;
   timer_.async_wait([this, alive, phase, after](const boost::system::error_code& ec) {
     if (ec || !alive.lock() || phase_ != phase) return;
+    busy_ = true;  // every silent host of this phase, then the next phase
     for (size_t i = 0; i < states_.size(); ++i) {
       if (!states_[i].answered) {
-        Gone(i, "no pre-flight answer in " + std::to_string(after.count() / 1000) + " s");
+        Gone(i, fmt::format("no pre-flight answer in {:g} s", after.count() / 1000.0));
       }
     }
+    busy_ = false;
+    MaybeAdvance();
   });
 }
 
 void PreflightRun::MaybeAdvance() {
-  if (phase_ == Phase::kDone) return;
+  if (phase_ == Phase::kDone || busy_) return;
   if (!std::all_of(states_.begin(), states_.end(), [](const State& s) { return s.answered; })) return;
   if (phase_ == Phase::kSelf) return Probe();
   Finish();
@@ -213,6 +220,7 @@ void PreflightRun::Probe() {
   for (State& s : states_) s.answered = true;
   for (size_t k = 0; k < in.size() && in.size() > 1; ++k) states_[in[k]].answered = false;
   Arm(limits_.probes);
+  busy_ = true;
   if (in.size() > 1) {
     for (size_t k = 0; k < in.size(); ++k) {
       size_t i = in[k];
@@ -222,17 +230,20 @@ void PreflightRun::Probe() {
         continue;
       }
       OffLoop<std::vector<preflight::PeerResult>>(
-          [targets] { return preflight::ProbePeers(targets, preflight::ProbeLimits{}); },
+          [targets, cancel = cancel_] {
+            return preflight::ProbePeers(targets, preflight::ProbeLimits{}, cancel.get());
+          },
           [this, i](std::vector<preflight::PeerResult> peers) { OnPeers(i, std::move(peers)); });
     }
   }
+  busy_ = false;
   MaybeAdvance();
 }
 
 void PreflightRun::Finish() {
   phase_ = Phase::kDone;
   timer_.cancel();
-  local_server_.reset();
+  local_servers_.clear();
   for (const PreflightHost& h : hosts_) {
     if (h.spec.remote_host != nullptr) h.spec.remote_host->CheckPeers("");
   }
@@ -247,7 +258,7 @@ void PreflightRun::Finish() {
   result.sick = preflight::Judge(result.checks, &result.median_mbit_s);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   auto done = done_;
-  done(result);  // may destroy this run
+  done(result);  // last: it may end this run (the runtime posts that, but nothing here needs it)
 }
 
 }  // namespace etrun::launcher

@@ -5,6 +5,7 @@
 #ifndef ETRUN_LAUNCHER_PREFLIGHT_RUN_H_
 #define ETRUN_LAUNCHER_PREFLIGHT_RUN_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -77,10 +78,13 @@ class PreflightRun {
   void OnPeers(size_t i, std::vector<preflight::PeerResult> peers);
   void Gone(size_t i, const std::string& why);
   void Arm(std::chrono::milliseconds after);
+  // To the next phase once every host answered; not while Start, Probe or the timer go through
+  // the hosts (a lost host answers inside their calls), which call it once they are through.
   void MaybeAdvance();
   void Probe();
   void Finish();
-  // Runs `work` on the local thread; `then` on the loop with its result.
+  // Runs `work` on a thread of its own; `then` on the loop with its result, unless this run is
+  // gone by then.
   template <typename T>
   void OffLoop(std::function<T()> work, std::function<void(T)> then);
 
@@ -92,8 +96,12 @@ class PreflightRun {
   Phase phase_ = Phase::kSelf;
   std::chrono::steady_clock::time_point started_;
   boost::asio::steady_timer timer_;
-  std::unique_ptr<preflight::ProbeServer> local_server_;
-  std::thread local_;
+  bool busy_ = false;  // see MaybeAdvance
+  // This machine's listeners (a host named twice, localhost and its own name: one each) and the
+  // threads that check it; joined when the run goes, their probes cancelled first.
+  std::vector<std::unique_ptr<preflight::ProbeServer>> local_servers_;
+  std::vector<std::thread> threads_;
+  std::shared_ptr<std::atomic<bool>> cancel_ = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -275,9 +275,13 @@ void Runtime::Preflight(const std::vector<PreflightRequest>& requests,
     if (!launcher_->Plan(r.first, &h.spec, &err)) h.problem = err;
     hosts.push_back(std::move(h));
   }
+  // The verdict comes through the loop, after the call that found it has returned; a run that was
+  // replaced meanwhile is not heard.
+  uint64_t generation = ++preflight_generation_;
   preflight_ = std::make_unique<PreflightRun>(
-      &io_, std::move(hosts), PreflightRun::Limits{}, [this, done](const PreflightResult& result) {
-        asio::post(io_, [this, done, result] {
+      &io_, std::move(hosts), PreflightRun::Limits{}, [this, done, generation](const PreflightResult& result) {
+        asio::post(io_, [this, done, generation, result] {
+          if (generation != preflight_generation_) return;
           preflight_.reset();
           done(result);
           CheckDone();

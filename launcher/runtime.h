@@ -146,6 +146,7 @@ class Runtime : public JobContext {
   std::unique_ptr<control::ControlServer> control_;
   // A pre-flight under way (--preflight): its agents' answers come through ranks_.
   std::unique_ptr<PreflightRun> preflight_;
+  uint64_t preflight_generation_ = 0;  // which run's verdict is still awaited
   std::unique_ptr<JobPolicy> policy_;
   TimePoint started_;
   int start_errno_ = 0;  // see start_errno()

@@ -66,7 +66,8 @@ bool ConnectTo(const sockaddr_in& addr, Clock::time_point deadline, Fd* out, std
   char ip[INET_ADDRSTRLEN] = "";
   inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
   const std::string where = std::string(ip) + ":" + std::to_string(ntohs(addr.sin_port));
-  Fd fd(socket(AF_INET, SOCK_STREAM, 0));
+  // Close-on-exec from the start: ranks may be forked on another thread meanwhile.
+  Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) {
     *err = "cannot connect to " + where + ": socket: " + ErrnoText(errno);
     return false;
@@ -106,14 +107,14 @@ bool ConnectIpv4(const std::string& ip, int port, Clock::time_point deadline, Fd
   return ConnectTo(addr, deadline, out, err);
 }
 
-bool Listen(Fd* out, int* port, std::string* err) {
-  Fd fd(socket(AF_INET, SOCK_STREAM, 0));
+bool Listen(Fd* out, int* port, std::string* err, int backlog) {
+  Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   socklen_t len = sizeof(addr);
   if (!fd.valid() || bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      listen(fd.get(), 16) != 0 ||
+      listen(fd.get(), backlog) != 0 ||
       getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     *err = "cannot listen on a TCP port: " + ErrnoText(errno);
     return false;
@@ -126,7 +127,7 @@ bool Listen(Fd* out, int* port, std::string* err) {
 
 bool Accept(const Fd& listener, Clock::time_point deadline, Fd* out, std::string* err) {
   for (;;) {
-    Fd fd(accept(listener.get(), nullptr, nullptr));
+    Fd fd(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (fd.valid()) {
       Configure(fd.get());
       *out = std::move(fd);

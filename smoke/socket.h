@@ -43,8 +43,9 @@ bool ConnectIpv4(const std::string& ip, int port, Clock::time_point deadline, Fd
                  std::string* err);
 bool ConnectTo(const sockaddr_in& addr, Clock::time_point deadline, Fd* out, std::string* err);
 
-// Listens on 0.0.0.0 on a free port, returned in *port.
-bool Listen(Fd* out, int* port, std::string* err);
+// Listens on 0.0.0.0 on a free port, returned in *port, with `backlog` connections queued at
+// most (a pre-flight's listener takes every peer's connect at once: SOMAXCONN).
+bool Listen(Fd* out, int* port, std::string* err, int backlog = 16);
 
 // Takes one connection from `listener` before `deadline`; non-blocking with TCP_NODELAY.
 bool Accept(const Fd& listener, Clock::time_point deadline, Fd* out, std::string* err);

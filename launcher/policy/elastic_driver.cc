@@ -538,7 +538,9 @@ void ElasticDriver::OnHostHung(const std::string& host, TimePoint now) {
 
 void ElasticDriver::OnHostSick(const std::string& host, const std::string& why, TimePoint now) {
   now_ = now;
-  if (hosts_->IsBlacklisted(host)) return;
+  // Out already, unless its cooldown has just ended (it is checked as it comes back).
+  std::optional<TimePoint> end = hosts_->CooldownEnd(host);
+  if (hosts_->IsBlacklisted(host) && (!end || now < *end)) return;
   BlacklistHost(host, why, now);
 }
 

@@ -257,6 +257,7 @@ void ElasticPolicy::Begin(int rendezvous_port) {
 
 // Discovery: one run at a time, the interval counted from the end of the last.
 void ElasticPolicy::Poll() {
+  if (preflight_pending_) return;  // its verdict polls again (ApplyGrant)
   std::weak_ptr<bool> alive = alive_;
   JobContext* context = context_;
   size_t most = ResolvedAhead();
@@ -305,7 +306,17 @@ void ElasticPolicy::AfterPoll(const discovery::HostGrant& grant) {
     std::vector<std::string> fresh = Unchecked(grant);
     if (!fresh.empty()) return Preflight(grant, std::move(fresh));
   }
+  if (pending_overrides_) {  // their hosts passed meanwhile, or left the job
+    driver_->SetOverrides(*pending_overrides_, context_->Now());
+    pending_overrides_.reset();
+  }
   ApplyGrant(grant);
+}
+
+bool ElasticPolicy::OutForNow(const std::string& host) const {
+  if (!host_manager_->IsBlacklisted(host)) return false;
+  std::optional<TimePoint> end = host_manager_->CooldownEnd(host);
+  return !end || context_->Now() < *end;  // a cooldown that has ended lets it back at this grant
 }
 
 std::vector<std::string> ElasticPolicy::Unchecked(const discovery::HostGrant& grant) {
@@ -313,13 +324,29 @@ std::vector<std::string> ElasticPolicy::Unchecked(const discovery::HostGrant& gr
   std::erase_if(preflight_passed_, [this](const std::string& h) { return host_manager_->IsBlacklisted(h); });
   std::vector<std::string> names = HostNames(grant, ResolvedAhead());
   std::vector<std::string> fresh;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (grant.hosts[i].slots > 0 && !host_manager_->IsBlacklisted(names[i]) &&
-        !preflight_passed_.count(names[i])) {
-      fresh.push_back(names[i]);
+  auto consider = [&](const std::string& name, int slots) {
+    if (slots > 0 && !OutForNow(name) && !preflight_passed_.count(name) &&
+        std::find(fresh.begin(), fresh.end(), name) == fresh.end()) {
+      fresh.push_back(name);
     }
+  };
+  for (size_t i = 0; i < names.size(); ++i) consider(names[i], grant.hosts[i].slots);
+  // Hosts `etrun scale` adds, waiting for their check.
+  if (pending_overrides_) {
+    for (const auto& [name, slots] : pending_overrides_->add) consider(name, slots);
   }
   return fresh;
+}
+
+int ElasticPolicy::SlotsOffered(const discovery::HostGrant& grant, const std::string& host) const {
+  if (pending_overrides_) {
+    if (auto it = pending_overrides_->add.find(host); it != pending_overrides_->add.end()) return it->second;
+  }
+  if (auto it = driver_->overrides().add.find(host); it != driver_->overrides().add.end()) return it->second;
+  for (const discovery::HostSlots& h : grant.hosts) {
+    if (h.name == host) return h.slots;
+  }
+  return 0;
 }
 
 void ElasticPolicy::Preflight(const discovery::HostGrant& grant, std::vector<std::string> fresh) {
@@ -327,14 +354,13 @@ void ElasticPolicy::Preflight(const discovery::HostGrant& grant, std::vector<std
   std::vector<std::string> hosts = fresh;
   for (const std::string& h : HostNames(grant, ResolvedAhead())) {
     if (hosts.size() >= fresh.size() + 8) break;
-    if (preflight_passed_.count(h) && std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+    if (preflight_passed_.count(h) && !OutForNow(h) && std::find(hosts.begin(), hosts.end(), h) == hosts.end()) {
+      hosts.push_back(h);
+    }
   }
   std::vector<PreflightRequest> requests;
   for (const std::string& h : hosts) {
-    int slots = 0;
-    for (const discovery::HostSlots& hs : grant.hosts) {
-      if (hs.name == h) slots = hs.slots;
-    }
+    int slots = SlotsOffered(grant, h);
     rendezvous::SlotInfo slot;
     slot.hostname = h;
     slot.local_size = slots;
@@ -345,13 +371,18 @@ void ElasticPolicy::Preflight(const discovery::HostGrant& grant, std::vector<std
     }
     requests.push_back({request, slots});
   }
-  context_->Preflight(requests, [this, grant, fresh](const PreflightResult& result) {
-    OnPreflight(grant, fresh, result);
+  preflight_pending_ = true;
+  std::optional<HostOverrides> overrides = std::move(pending_overrides_);
+  pending_overrides_.reset();
+  context_->Preflight(requests, [this, grant, fresh, overrides](const PreflightResult& result) {
+    OnPreflight(grant, fresh, overrides, result);
   });
 }
 
 void ElasticPolicy::OnPreflight(const discovery::HostGrant& grant, const std::vector<std::string>& fresh,
+                                const std::optional<HostOverrides>& overrides,
                                 const PreflightResult& result) {
+  preflight_pending_ = false;
   if (driver_->finished()) return;
   // Only the new hosts are judged: those of the job already run its ranks, and their failures
   // take the usual way.
@@ -370,6 +401,9 @@ void ElasticPolicy::OnPreflight(const discovery::HostGrant& grant, const std::ve
       driver_->OnHostSick(h, "pre-flight: " + sick->why, context_->Now());
     }
   }
+  // `etrun scale`'s hosts come in now that they are checked; newer overrides that came meanwhile
+  // wait for the next poll's check.
+  if (overrides && !pending_overrides_) driver_->SetOverrides(*overrides, context_->Now());
   ApplyGrant(grant);
 }
 
@@ -804,6 +838,13 @@ void ElasticPolicy::OnControl(const rendezvous::HttpRequest& request, ControlRes
 
 // `etrun scale`: the whole new set of overrides, {"add": {host: slots}, "remove": [host],
 // "to": N or null}. Added hosts are looked up off the loop before they apply.
+bool ElasticPolicy::NeedsPreflight(const HostOverrides& overrides) const {
+  if (context_->config().preflight == PreflightMode::kOff) return false;
+  return std::any_of(overrides.add.begin(), overrides.add.end(), [this](const auto& added) {
+    return added.second > 0 && !preflight_passed_.count(added.first) && !OutForNow(added.first);
+  });
+}
+
 void ElasticPolicy::ApplyOverrides(const std::string& body, ControlRespond respond) {
   control::Overrides wanted;
   std::string err;
@@ -829,6 +870,18 @@ void ElasticPolicy::ApplyOverrides(const std::string& body, ControlRespond respo
   context_->RunBlocking([context, names] { context->host_directory().Resolve(names); },
                         [this, alive, next, respond] {
                           if (!alive.lock()) return;
+                          if (NeedsPreflight(next)) {
+                            // Its new hosts are checked first, at a poll made now (or once the
+                            // check under way is over), then the overrides apply.
+                            pending_overrides_ = next;
+                            respond(200, control::OkToJson());
+                            if (!polling_ && !preflight_pending_) {
+                              ++poll_wait_;
+                              poll_timer_.reset();
+                              Poll();
+                            }
+                            return;
+                          }
                           driver_->SetOverrides(next, context_->Now());
                           respond(200, control::OkToJson());
                           context_->CheckDone();

@@ -95,13 +95,20 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   void AfterPoll(const discovery::HostGrant& grant);
   // The grant to the driver, and the next poll.
   void ApplyGrant(const discovery::HostGrant& grant);
-  // --preflight: the grant's hosts (with slots, not blacklisted) that have not passed one.
+  // --preflight: the grant's hosts and those `etrun scale` adds (with slots, not blacklisted or
+  // past their cooldown) that have not passed one.
   std::vector<std::string> Unchecked(const discovery::HostGrant& grant);
-  // Checks `fresh` (with hosts of the job as peers) before `grant` goes to the driver; a sick one
-  // is blacklisted with the reason (warn: only named).
+  // Blacklisted, and its cooldown (if any) not over yet.
+  bool OutForNow(const std::string& host) const;
+  int SlotsOffered(const discovery::HostGrant& grant, const std::string& host) const;
+  // Checks `fresh` (with hosts of the job as peers) before `grant` (and the `etrun scale`
+  // overrides waiting for it) goes to the driver; a sick one is blacklisted with the reason
+  // (warn: only named). One at a time: no poll is made until its verdict is in.
   void Preflight(const discovery::HostGrant& grant, std::vector<std::string> fresh);
   void OnPreflight(const discovery::HostGrant& grant, const std::vector<std::string>& fresh,
-                   const PreflightResult& result);
+                   const std::optional<HostOverrides>& overrides, const PreflightResult& result);
+  // Whether `overrides` add a host that must be checked first.
+  bool NeedsPreflight(const HostOverrides& overrides) const;
   // Whether one of the hosts `grant` lists first (ResolvedAhead) with slots is this machine.
   bool OffersThisMachine(const discovery::HostGrant& grant) const;
   size_t ResolvedAhead() const;  // how many of a grant's hosts are looked up before it is used
@@ -155,9 +162,11 @@ class ElasticPolicy : public JobPolicy, private WorkerControl, private Coordinat
   std::optional<int> supervisable_;  // without --max-np: SupervisableRanks
   bool warned_supervisable_ = false;
   bool command_checked_ = false;   // on this machine, once a grant first offered it
-  // --preflight: hosts checked and found well. While a check runs, no poll is made (AfterPoll
-  // returns without one; OnPreflight goes on).
+  // --preflight: hosts checked and found well; a check under way (no poll is made meanwhile:
+  // OnPreflight goes on); `etrun scale` overrides waiting for their hosts' check.
   std::set<std::string> preflight_passed_;
+  bool preflight_pending_ = false;
+  std::optional<HostOverrides> pending_overrides_;
   int port_round_ = -1;            // restart mode: the round master_port_ was picked for
   int master_port_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the discovery thread

@@ -104,6 +104,7 @@ PeerResult Probe(const PeerTarget& target, const ProbeLimits& limits, bool strea
         !smoke::ReadExact(fd, &c, 1, sent + limits.timeout, &err)) {
       r.error = "round trip to " + r.where + ": " + (err == "timed out" ? "no answer in " +
                 std::to_string(limits.timeout.count()) + " ms" : err);
+      r.rtt_ms = -1;  // not reached, whatever answered before
       return r;
     }
     double ms = MsSince(sent);
@@ -124,6 +125,7 @@ void Stream(const smoke::Fd& fd, const ProbeLimits& limits, PeerResult* r) {
   auto deadline = stop + limits.timeout;
   std::string err;
   uint64_t sent = 0;
+  r->mbit_s = 0;  // until it is through: a stream that fails moved nothing in time
   if (!smoke::WriteAll(fd, "b", deadline, &err)) {
     r->error = "stream to " + r->where + ": " + err;
     return;
@@ -159,10 +161,11 @@ void Stream(const smoke::Fd& fd, const ProbeLimits& limits, PeerResult* r) {
   r->mbit_s = seconds > 0 ? static_cast<double>(got) * 8 / seconds / 1e6 : 0;
 }
 
-// Runs fn(i) for i in [0, n), `width` threads at a time.
+// Runs fn(i) for i in [0, n), `width` threads at a time, until `cancel` is set.
 template <typename Fn>
-void InBatches(size_t n, size_t width, Fn fn) {
+void InBatches(size_t n, size_t width, const std::atomic<bool>* cancel, Fn fn) {
   for (size_t begin = 0; begin < n; begin += width) {
+    if (cancel != nullptr && cancel->load()) return;
     std::vector<std::thread> threads;
     for (size_t i = begin; i < std::min(n, begin + width); ++i) threads.emplace_back(fn, i);
     for (std::thread& t : threads) t.join();
@@ -185,7 +188,7 @@ ProbeServer::~ProbeServer() {
 }
 
 bool ProbeServer::Start(std::string* err) {
-  if (!smoke::Listen(&listener_, &port_, err)) return false;
+  if (!smoke::Listen(&listener_, &port_, err, SOMAXCONN)) return false;
   if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
     *err = std::string("cannot listen for probes: pipe: ") + std::strerror(errno);
     return false;
@@ -203,7 +206,9 @@ void ProbeServer::Serve() {
     polled.push_back({wake_[0], POLLIN, 0});
     polled.push_back({listener_.get(), POLLIN, 0});
     for (const auto& [fd, c] : conns) {
-      polled.push_back({fd, static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
+      // A closing one has its stream's length to send, nothing more to read.
+      short events = static_cast<short>((c->closing ? 0 : POLLIN) | (c->out.empty() ? 0 : POLLOUT));
+      polled.push_back({fd, events, 0});
     }
     if (poll(polled.data(), polled.size(), -1) < 0) {
       if (errno == EINTR) continue;
@@ -230,24 +235,31 @@ void ProbeServer::Serve() {
       Conn* c = it->second.get();
       bool keep = true;
       if (polled[i].revents & POLLOUT) keep = SendPending(c);
-      if (keep && (polled[i].revents & (POLLIN | POLLHUP | POLLERR))) keep = Receive(c);
+      if (keep && !c->closing && (polled[i].revents & (POLLIN | POLLHUP | POLLERR))) keep = Receive(c);
+      if (keep && c->closing && (polled[i].revents & (POLLHUP | POLLERR))) keep = false;
       if (!keep) conns.erase(it);
     }
   }
 }
 
-std::vector<PeerResult> ProbePeers(const std::vector<PeerTarget>& targets, const ProbeLimits& limits) {
+std::vector<PeerResult> ProbePeers(const std::vector<PeerTarget>& targets, const ProbeLimits& limits,
+                                   const std::atomic<bool>* cancel) {
   std::vector<PeerResult> results(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    results[i].host = targets[i].host;
+    results[i].where = targets[i].ip + ":" + std::to_string(targets[i].port);
+    results[i].error = "cancelled";
+  }
   std::vector<smoke::Fd> kept(targets.size());
   constexpr size_t kWidth = 64;
-  InBatches(targets.size(), kWidth, [&](size_t i) {
+  InBatches(targets.size(), kWidth, cancel, [&](size_t i) {
     results[i] = Probe(targets[i], limits, targets[i].stream, &kept[i]);
   });
   std::vector<size_t> streams;
   for (size_t i = 0; i < targets.size(); ++i) {
     if (kept[i].valid()) streams.push_back(i);
   }
-  InBatches(streams.size(), kWidth, [&](size_t k) {
+  InBatches(streams.size(), kWidth, cancel, [&](size_t k) {
     size_t i = streams[k];
     Stream(kept[i], limits, &results[i]);
   });

@@ -6,6 +6,7 @@
 #ifndef ETRUN_LAUNCHER_PREFLIGHT_PROBE_H_
 #define ETRUN_LAUNCHER_PREFLIGHT_PROBE_H_
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -53,7 +54,7 @@ struct PeerResult {
   std::string error;        // why it was not reached, or the stream failed; "" when all went well
   double connect_ms = -1;
   double rtt_ms = -1;       // the least of the round trips
-  double mbit_s = -1;       // the stream's rate; -1 when none was asked for (or it failed)
+  double mbit_s = -1;       // the stream's rate; -1 when none was made, 0 when it failed
   bool ok() const { return error.empty(); }
   // Connected and answered its round trips (a failed stream still reached it).
   bool reached() const { return connect_ms >= 0 && rtt_ms >= 0; }
@@ -68,8 +69,9 @@ struct ProbeLimits {
 
 // Probes every target at once (a thread each, 64 at a time at most), the round trips first, then
 // the streams, all at once too (a link's rate, not the host's share of a crowd). One result per
-// target, in order.
-std::vector<PeerResult> ProbePeers(const std::vector<PeerTarget>& targets, const ProbeLimits& limits);
+// target, in order. `cancel`, when set, ends it between batches (the rest: "cancelled").
+std::vector<PeerResult> ProbePeers(const std::vector<PeerTarget>& targets, const ProbeLimits& limits,
+                                   const std::atomic<bool>* cancel = nullptr);
 
 // One "<host> <ip> <port> <0|1: stream>" line per target, and back; false for anything else.
 std::string PeerTargetsText(const std::vector<PeerTarget>& targets);

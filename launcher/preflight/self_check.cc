@@ -14,30 +14,49 @@
 namespace etrun::launcher::preflight {
 namespace {
 
-// Whether `program` (a path or a name) is an interpreter whose first operand is a script to run:
-// python3, python3.11, bash, sh, perl, ... For those the script must be there too.
-bool RunsAScript(const std::string& program) {
+// The interpreters whose first operand is a script to run, which must be there too.
+enum class Interpreter { kNone, kPython, kShell, kPerl, kRuby };
+
+Interpreter InterpreterOf(const std::string& program) {
   std::string name = program.substr(program.rfind('/') + 1);
-  for (const char* interpreter : {"python", "bash", "sh", "dash", "zsh", "perl", "ruby"}) {
-    std::string_view i = interpreter;
-    if (name.starts_with(i) && name.find_first_not_of("0123456789.", i.size()) == std::string::npos) {
-      return true;
-    }
+  auto versioned = [&name](std::string_view base) {  // python3, python3.11, perl5.36
+    return name.starts_with(base) && name.find_first_not_of("0123456789.", base.size()) == std::string::npos;
+  };
+  if (versioned("python")) return Interpreter::kPython;
+  for (const char* shell : {"sh", "bash", "dash", "zsh", "ksh"}) {
+    if (name == shell) return Interpreter::kShell;
   }
-  return false;
+  if (versioned("perl")) return Interpreter::kPerl;
+  if (versioned("ruby")) return Interpreter::kRuby;
+  return Interpreter::kNone;
 }
 
-// The script an interpreter's argv runs, or "" when it runs none (python -m x, -c, sh -c, stdin).
-std::string ScriptOf(const std::vector<std::string>& argv) {
+// The script `argv` runs under `kind`; "" when it runs none (code given with -c, -m or -e, a
+// script read from stdin) or when its options cannot be told apart from it (a long option):
+// then nothing is checked rather than a healthy host called sick.
+std::string ScriptOf(Interpreter kind, const std::vector<std::string>& argv) {
+  // Options after which no script comes, and options whose value follows them.
+  std::string_view no_script, valued;
+  switch (kind) {
+    case Interpreter::kPython: no_script = "cm"; valued = "WX"; break;
+    case Interpreter::kShell: no_script = "cs"; valued = "oO"; break;
+    case Interpreter::kPerl: no_script = "eE"; valued = "IMm"; break;
+    case Interpreter::kRuby: no_script = "e"; valued = "Ir"; break;
+    case Interpreter::kNone: return "";
+  }
   for (size_t i = 1; i < argv.size(); ++i) {
     const std::string& word = argv[i];
-    if (word == "-c" || word == "-m" || word == "-" || word == "-e" || word.starts_with("-c") ||
-        word.starts_with("-m")) {
-      return "";
-    }
     if (word == "--") return i + 1 < argv.size() ? argv[i + 1] : "";
-    if (word.starts_with("-")) continue;  // options taking a value are rare before the script
-    return word;
+    if (word == "-" || word.starts_with("--")) return "";
+    bool option = word.size() > 1 && (word[0] == '-' || (kind == Interpreter::kShell && word[0] == '+'));
+    if (!option) return word;
+    for (size_t k = 1; k < word.size(); ++k) {
+      if (no_script.find(word[k]) != std::string_view::npos) return "";
+      if (valued.find(word[k]) != std::string_view::npos) {
+        if (k + 1 == word.size()) ++i;  // "-W ignore": the next word is its value
+        break;                          // "-Wignore": the rest of this one
+      }
+    }
   }
   return "";
 }
@@ -66,8 +85,8 @@ SelfCheck CheckSelf(const std::vector<std::string>& argv, const std::vector<std:
     check.problems.push_back("the command is empty");
   } else if (FindProgram(argv[0], EnvValue(env, "PATH"), &err, cwd).empty()) {
     check.problems.push_back("cannot run '" + argv[0] + "': " + err);
-  } else if (RunsAScript(argv[0])) {
-    std::string script = ScriptOf(argv);
+  } else if (Interpreter kind = InterpreterOf(argv[0]); kind != Interpreter::kNone) {
+    std::string script = ScriptOf(kind, argv);
     std::string file = script.empty() || script.front() == '/' ? script : dir + "/" + script;
     struct stat st;
     if (!script.empty() && (stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))) {
@@ -109,12 +128,17 @@ SelfCheck CheckSelf(const std::vector<std::string>& argv, const std::vector<std:
     if (nic.empty() || !check.probe_ip.empty()) continue;
     nic = nic.substr(0, nic.find(','));
     check.probe_ip = InterfaceAddress(nic);
+    if (check.probe_ip.empty()) {  // Gloo would fail on it just so
+      check.problems.push_back(std::string(var) + " names " + nic + ", which has no IPv4 address on this host");
+      return check;
+    }
   }
   if (check.probe_ip.empty()) check.probe_ip = seen_from;
   if (check.probe_ip.empty()) {
     std::string nic;
     discovery::FirstNonLoopback(discovery::LocalInterfaces(), &nic, &check.probe_ip);
   }
+  if (check.probe_ip.empty()) check.problems.push_back("no IPv4 address its peers could reach it on");
   return check;
 }
 

@@ -50,9 +50,8 @@ std::vector<SickHost> Judge(const std::vector<HostCheck>& checks, double* median
         from.failures.push_back(p.host + " (" + p.error + ")");
         continue;
       }
-      // A stream that failed after its host was reached moved nothing in time: a rate of 0.
-      double rate = p.mbit_s >= 0 ? p.mbit_s : !p.ok() ? 0 : -1;
-      if (rate < 0) continue;
+      double rate = p.mbit_s;  // 0 for a stream that failed: it moved nothing in time
+      if (rate < 0) continue;  // none was made
       from.sent.emplace_back(p.host, rate);
       to.received.emplace_back(c.host, rate);
       links.push_back({c.host, p.host, rate});

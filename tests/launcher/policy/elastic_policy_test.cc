@@ -807,6 +807,61 @@ TEST_CASE("elastic policy --preflight: new hosts are checked before the grant co
   CHECK(job.context.preflights.size() == 1);
 }
 
+TEST_CASE("elastic policy --preflight: a sick host is checked again as its cooldown ends, and kept out while still sick") {
+  ElasticJob job;
+  job.context.job.preflight = PreflightMode::kOn;
+  job.context.job.cooldown_range = std::pair<int, int>{2, 2};
+  job.context.remote_starter = &job.remote;
+  job.context.preflight_result.sick = {{"198.18.0.6", "slow link"}};
+  job.source.grant = Grant({{"localhost", 1}, {"198.18.0.6", 1}});
+  LoggedLines logged;
+  job.Start();
+  job.context.RunPosted();
+  REQUIRE(job.context.EventsNamed(events::kHostBlacklisted).size() == 1);
+  job.context.Advance(seconds(1));  // polls within its cooldown: no check
+  CHECK(job.context.preflights.size() == 1);
+  job.context.Advance(seconds(2));  // its cooldown is over: checked before it is let back
+  job.context.RunPosted();
+  REQUIRE(job.context.preflights.size() == 2);
+  CHECK(job.context.preflights[1][0].first.slot.hostname == "198.18.0.6");
+  job.context.RunPosted();
+  CHECK(job.context.EventsNamed(events::kHostBlacklisted).size() == 2);  // still sick: out again
+  for (const auto& started : job.context.started) CHECK(started.host == "localhost");
+  job.context.preflight_result.sick.clear();  // well now
+  job.context.Advance(seconds(5));
+  job.context.RunPosted();
+  REQUIRE(job.context.preflights.size() == 3);
+  job.context.RunPosted();
+  CHECK(job.context.started.back().host == "198.18.0.6");
+}
+
+TEST_CASE("elastic policy --preflight: a host `etrun scale` adds is checked before its rank starts") {
+  ElasticJob job;
+  job.context.job.preflight = PreflightMode::kOn;
+  job.context.job.max_np = 4;
+  job.context.remote_starter = &job.remote;
+  job.source.grant = Grant({{"localhost", 1}});
+  LoggedLines logged;
+  job.Start();
+  job.context.RunPosted();
+  REQUIRE(job.context.preflights.size() == 1);
+  size_t started = job.context.started.size();
+  job.context.preflight_result.sick = {{"198.18.0.9", "no script 'train.py' for python3 in /w"}};
+  CHECK(job.Scale(R"({"add": {"198.18.0.9": 2}, "remove": [], "to": null})") ==
+        std::pair<int, std::string>{200, ""});
+  job.context.RunPosted();
+  REQUIRE(job.context.preflights.size() == 2);
+  std::vector<std::string> checked;
+  for (const PreflightRequest& h : job.context.preflights[1]) checked.push_back(h.first.slot.hostname + ":" + std::to_string(h.slots));
+  CHECK(checked == std::vector<std::string>{"198.18.0.9:2", "localhost:1"});  // with a job host as its peer
+  job.context.RunPosted();
+  CHECK(job.context.started.size() == started);  // never started there
+  CHECK(job.policy.Status().overrides->add.count("198.18.0.9") == 1);
+  auto blacklisted = job.context.EventsNamed(events::kHostBlacklisted);
+  REQUIRE(blacklisted.size() == 1);
+  CHECK(blacklisted[0]["host"] == "198.18.0.9");
+}
+
 TEST_CASE("elastic policy --preflight=warn: a sick host is named and used") {
   ElasticJob job;
   job.context.job.preflight = PreflightMode::kWarn;

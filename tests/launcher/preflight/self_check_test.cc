@@ -70,6 +70,17 @@ TEST_CASE("a host's own check: the program on the rank's PATH, an interpreter's 
   fclose(f);
   CHECK(CheckSelf({"python3", "-u", "train.py"}, env, here, milliseconds(500)).problems.empty());
   CHECK(CheckSelf({"/usr/bin/python3.11", "train.py"}, env, here, milliseconds(500)).problems.empty());
+  // Code, not a script: nothing to look for; an option's value is no script either.
+  for (std::vector<std::string> argv : std::vector<std::vector<std::string>>{
+           {"bash", "-lc", "python missing.py"}, {"sh", "-ec", "exit 0"}, {"python3", "-uc", "pass"},
+           {"python3", "-W", "ignore", "train.py"}, {"python3", "-Wignore", "-X", "dev", "train.py"},
+           {"python3", "-um", "json.tool"}, {"bash", "-o", "pipefail", "-c", "true"},
+           {"python3", "--check-hash-based-pycs", "never", "missing.py"}, {"sh", "-s"}, {"perl", "-e", "1"}}) {
+    CAPTURE(argv[1]);
+    CHECK(CheckSelf(argv, env, here, milliseconds(500)).problems.empty());
+  }
+  CHECK(CheckSelf({"bash", "-e", "missing.sh", "x"}, env, here, milliseconds(500)).problems ==
+        std::vector<std::string>{"no script 'missing.sh' for bash in " + here});
   unlink((here + "/train.py").c_str());
   rmdir(dir);
 }
@@ -100,9 +111,13 @@ TEST_CASE("a host's own check: the store answers, refuses this host, or is not t
                                                std::to_string(gone) + ": Connection refused"});
 }
 
-TEST_CASE("a host's own check: peers probe it on the interface Gloo is told to use") {
+TEST_CASE("a host's own check: peers probe it on the interface Gloo is told to use, which must be there") {
   SelfCheck c = CheckSelf({"sh"}, {"PATH=/usr/bin:/bin", "HOROVOD_GLOO_IFACE=lo"}, "", milliseconds(500));
+  CHECK(c.problems.empty());
   CHECK(c.probe_ip == "127.0.0.1");
+  c = CheckSelf({"sh"}, {"PATH=/usr/bin:/bin", "GLOO_SOCKET_IFNAME=nosuch0"}, "", milliseconds(500));
+  CHECK(c.problems == std::vector<std::string>{"GLOO_SOCKET_IFNAME names nosuch0, which has no IPv4 address "
+                                               "on this host"});
 }
 
 TEST_CASE("a host's own check travels as text and back") {

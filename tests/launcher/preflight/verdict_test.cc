@@ -119,7 +119,7 @@ TEST_CASE("a stream that fails after its host was reached counts as nothing move
   std::vector<HostCheck> checks = Ring(5, [](int, int) { return 9000.0; });
   for (PeerResult& p : checks[4].peers) {
     if (p.mbit_s > 0) {
-      p.mbit_s = -1;
+      p.mbit_s = 0;  // as Stream leaves it
       p.error = "stream to x: its 100 bytes not taken in 2150 ms";
     }
   }
@@ -127,6 +127,19 @@ TEST_CASE("a stream that fails after its host was reached counts as nothing move
   REQUIRE(sick.size() == 1);
   CHECK(sick[0].host == "h5");
   CHECK(sick[0].why.starts_with("slow link: sends at 0.0 Mbit/s to h1, 0.0 Mbit/s to h2"));
+}
+
+TEST_CASE("a round trip that failed is no stream: the host is unreached, not slow") {
+  std::vector<HostCheck> checks = Ring(4, [](int, int) { return 9000.0; });
+  for (HostCheck& c : checks) {
+    for (PeerResult& p : c.peers) {
+      if (p.host == "h2") p = {"h2", "h2:1", "round trip to h2:1: no answer in 2000 ms", 0.3, -1, -1};
+    }
+  }
+  std::vector<SickHost> sick = Judge(checks, nullptr);
+  REQUIRE(sick.size() == 1);
+  CHECK(sick[0].host == "h2");
+  CHECK(sick[0].why == "3 of its 3 peers cannot reach it");
 }
 
 TEST_CASE("two hosts: the sender of a slow stream is named") {
