@@ -4,7 +4,7 @@ import os
 import signal
 import subprocess
 
-from conftest import ETRUN, PYTHON, WORKER, processes_with_marker, rank_lines, run_etrun
+from conftest import ETRUN, PYTHON, WORKER, processes_with_marker, rank_lines, run_etrun, wait_until
 
 
 def write_script(tmp_path, body, name="discover.sh"):
@@ -62,7 +62,11 @@ def test_a_hung_discovery_script_is_killed_at_its_timeout(tmp_path, marker_env):
                    "/bin/true"], timeout=60, env=marker_env)
     assert r.returncode == 1
     assert "the host discovery script failed (timed out after 0.5 s)" in r.stderr.decode()
-    assert processes_with_marker(next(iter(marker_env.values()))) == []
+    # The script's group is SIGKILLed and reaped before etrun exits; etrun's guardian follows it
+    # out, which on a loaded machine takes a moment (seen once in a rehearsal: two processes
+    # still there right at etrun's exit).
+    marker = next(iter(marker_env.values()))
+    assert wait_until(lambda: processes_with_marker(marker) == [], timeout=10), processes_with_marker(marker)
 
 
 def test_waiting_for_slots_times_out_naming_what_is_missing(tmp_path):
