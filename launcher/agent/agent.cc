@@ -383,7 +383,10 @@ class Agent {
   void Refuse(uint32_t id, const std::string& line, int code) {
     std::string frames;
     AppendFlushedFrame(&frames, kStderr, id, line + "\n");
-    AppendFlushedFrame(&frames, kExit, id, ExitText(ExitStatus::Exited(code)));
+    // With its time, in this agent's clock as every exit of the host: a refusal and the ranks the
+    // launcher then stops here compare on one clock (the launcher's arrival time, against a
+    // translated one, could put a stopped rank first).
+    AppendFlushedFrame(&frames, kExit, id, ExitText(ExitStatus::Exited(code), ClockMs(std::chrono::steady_clock::now())));
     sink_->Append(out_, frames);
   }
 

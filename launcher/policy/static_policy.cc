@@ -190,9 +190,12 @@ void StaticPolicy::OnRankFinished(const RankSet::Finished& f) {
     first_failure_ = f;
     stopping_ = true;
     context_->StopAll("a rank failed");
-  } else if (first_failure_ && f.exited_at < first_failure_->exited_at) {
+  } else if (first_failure_ && f.exited_at < first_failure_->exited_at &&
+             (!f.stopped || first_failure_->stopped)) {
     // A cascade: this one ended first, though its end reached etrun later (a slower host, output
     // still draining). Nothing etrun did can have ended it: the stop came after the other's end.
+    // One that ended after etrun's stop reached it never goes before one that did not: times of
+    // different clocks (the launcher's, an agent's translated) may be a millisecond apart.
     spdlog::debug("rank {} on {} {}, before rank {} did", f.rank, f.host, f.status.Describe(),
                   first_failure_->rank);
     first_failure_ = f;

@@ -118,13 +118,13 @@ class FakeJobContext : public JobContext {
   // on its stderr.
   void Finish(JobPolicy* policy, int id, ExitStatus status,
               std::optional<std::chrono::steady_clock::time_point> exited_at = std::nullopt,
-              std::string last_stderr = "") {
+              std::string last_stderr = "", bool stopped = false) {
     auto it = running_.find(id);
     REQUIRE(it != running_.end());
     int local_rank = it->second.request.slot.local_rank;
     auto ended = exited_at.value_or(std::chrono::steady_clock::time_point(std::chrono::seconds(++finishes_)));
     RankSet::Finished f{id, it->second.label, it->second.host, kFirstPid + id, status,
-                        it->second.slotted ? local_rank : -1, false, ended, std::move(last_stderr)};
+                        it->second.slotted ? local_rank : -1, stopped, ended, std::move(last_stderr)};
     if (it->second.slotted) {
       auto slot = slots_.find({it->second.host, local_rank});
       std::erase(slot->second, id);

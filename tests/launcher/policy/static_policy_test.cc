@@ -216,6 +216,26 @@ TEST_CASE("static: each exit is an event with its reason, and scaling is refused
 namespace etrun::launcher {
 namespace {
 
+TEST_CASE("static: a rank etrun stopped never goes before the failure that made it stop, whatever the clocks say") {
+  // Rank 3 is refused on its host; etrun stops the others, and rank 2 there ends on the SIGTERM.
+  // Its time, an agent's translated, reads a millisecond before rank 3's: still rank 3 is named.
+  StaticJob job(4);
+  job.Start();
+  auto t0 = std::chrono::steady_clock::time_point(std::chrono::seconds(100));
+  job.context.Finish(&job.policy, 3, ExitStatus::Exited(2), t0, "etrun: error: agent on a2: too few GPUs");
+  job.context.Finish(&job.policy, 2, ExitStatus::Signaled(SIGTERM), t0 - std::chrono::milliseconds(1), "",
+                     /*stopped=*/true);
+  JobResult result = job.policy.Result();
+  CHECK(result.code == 2);
+  CHECK(result.cause.starts_with("rank 3 on localhost exited with code 2"));
+}
+
+}  // namespace
+}  // namespace etrun::launcher
+
+namespace etrun::launcher {
+namespace {
+
 TEST_CASE("static --preflight: each host is checked once, with its first slot, before any rank starts") {
   StaticJob job(3);
   job.context.job.preflight = PreflightMode::kOn;
