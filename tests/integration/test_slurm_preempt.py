@@ -103,7 +103,9 @@ def test_a_batch_job_signalled_mid_training_drains_exits_143_is_requeued_and_res
     assert (end["exit_code"], end["cause"]) == (143, "received SIGTERM: stopped 3 ranks"), end
     exited = sorted((e["rank"], e["host"], e["reason"], e["code"]) for e in first
                     if e["event"] == "rank_exited")
-    assert exited == [(0, "h1", "stopped", 0), (1, "h2", "stopped", 0), (2, "h3", "stopped", 0)]
+    # On failure, everything that says who ended a rank how: the events and the job's output.
+    assert exited == [(0, "h1", "stopped", 0), (1, "h2", "stopped", 0), (2, "h3", "stopped", 0)], \
+        (first, job.text())
     assert f"train.sbatch: job {job.id} run 0: etrun exited 143" in job.text()
     assert "again" not in job.text()  # no second SIGTERM cut the grace period short
     assert wait_until(lambda: processes_with_marker(job.marker) == [], timeout=20), \
