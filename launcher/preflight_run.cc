@@ -92,14 +92,14 @@ void PreflightRun::Start() {
       continue;
     }
     if (h.spec.remote_host != nullptr) {
-      h.spec.remote_host->CheckHost(h.spec.remote_command, h.slots);
+      h.spec.remote_host->CheckHost(key_, h.spec.remote_command, h.slots);
       continue;
     }
     std::string err;
     std::vector<std::string> problems;
     auto server = std::make_unique<preflight::ProbeServer>();
     int port = 0;
-    if (server->Start(&err)) {
+    if (server->Start(key_, &err)) {
       port = server->port();
       local_servers_.push_back(std::move(server));
     } else {
@@ -230,8 +230,8 @@ void PreflightRun::Probe() {
         continue;
       }
       OffLoop<std::vector<preflight::PeerResult>>(
-          [targets, cancel = cancel_] {
-            return preflight::ProbePeers(targets, preflight::ProbeLimits{}, cancel.get());
+          [targets, key = key_, cancel = cancel_] {
+            return preflight::ProbePeers(targets, key, preflight::ProbeLimits{}, cancel.get());
           },
           [this, i](std::vector<preflight::PeerResult> peers) { OnPeers(i, std::move(peers)); });
     }

@@ -99,6 +99,7 @@ class PreflightRun {
   bool busy_ = false;  // see MaybeAdvance
   // This machine's listeners (a host named twice, localhost and its own name: one each) and the
   // threads that check it; joined when the run goes, their probes cancelled first.
+  const std::string key_ = preflight::NewProbeKey();  // the run's probes prove they know it
   std::vector<std::unique_ptr<preflight::ProbeServer>> local_servers_;
   std::vector<std::thread> threads_;
   std::shared_ptr<std::atomic<bool>> cancel_ = std::make_shared<std::atomic<bool>>(false);

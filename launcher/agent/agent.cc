@@ -274,7 +274,12 @@ class Agent {
   void CheckHost(const std::string& data, int slots) {
     RankStart start;
     std::string err;
-    if (!ParseRankStart(data, &start, &err)) return Stop("a bad pre-flight from the launcher: " + err);
+    size_t end = data.find('\n');
+    probe_key_ = data.substr(0, end);
+    if (end == std::string::npos || !preflight::IsProbeKey(probe_key_)) {
+      return Stop("a bad pre-flight from the launcher: no key");
+    }
+    if (!ParseRankStart(data.substr(end + 1), &start, &err)) return Stop("a bad pre-flight from the launcher: " + err);
     std::vector<std::string> env = OverlayEnvironment(environment_, start.env);
     std::vector<std::string> facts;
     std::vector<std::string> problems;
@@ -292,7 +297,7 @@ class Agent {
       }
     }
     probes_ = std::make_unique<preflight::ProbeServer>();
-    if (!probes_->Start(&err)) {
+    if (!probes_->Start(probe_key_, &err)) {
       problems.push_back(err);
       probes_.reset();
     }
@@ -312,10 +317,12 @@ class Agent {
       return;
     }
     std::vector<preflight::PeerTarget> targets;
-    if (!preflight::ParsePeerTargets(data, &targets)) return Stop("bad pre-flight peers from the launcher");
-    OffLoop([targets = std::move(targets)] {
+    if (probe_key_.empty() || !preflight::ParsePeerTargets(data, &targets)) {
+      return Stop("bad pre-flight peers from the launcher");
+    }
+    OffLoop([targets = std::move(targets), key = probe_key_] {
       std::string text = "peers\n";
-      for (const preflight::PeerResult& r : preflight::ProbePeers(targets, preflight::ProbeLimits{})) {
+      for (const preflight::PeerResult& r : preflight::ProbePeers(targets, key, preflight::ProbeLimits{})) {
         text += preflight::PeerResultLine(r);
       }
       return text;
@@ -516,6 +523,7 @@ class Agent {
   std::map<int, uint32_t> launcher_ids_;  // and back
   std::chrono::steady_clock::time_point last_heard_;
   std::unique_ptr<preflight::ProbeServer> probes_;  // a pre-flight's listener, while it lasts
+  std::string probe_key_;                            // and its key, from kCheck
   std::thread check_thread_;                         // a pre-flight's checks
   std::thread heartbeat_;
   std::mutex heartbeat_mutex_;

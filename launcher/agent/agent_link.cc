@@ -106,13 +106,13 @@ void AgentLink::ProbeRank(int id) {
   Send(std::move(frame));
 }
 
-void AgentLink::CheckHost(const std::string& rank_start, int slots) {
+void AgentLink::CheckHost(const std::string& key, const std::string& rank_start, int slots) {
   if (state_ == State::kLost || state_ == State::kClosed) {
     events_->OnRemoteCheck(this, "lost\n" + lost_line_);
     return;
   }
   std::string frame;
-  AppendFrame(&frame, kCheck, static_cast<uint32_t>(std::max(slots, 0)), rank_start);
+  AppendFrame(&frame, kCheck, static_cast<uint32_t>(std::max(slots, 0)), key + "\n" + rank_start);
   Send(std::move(frame));
 }
 

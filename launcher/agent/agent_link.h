@@ -110,7 +110,7 @@ class AgentLink : public RankHost {
   void StartRank(int id, const std::string& command, const GpuShare& gpus) override;
   void SignalRank(int id, int sig) override;
   void ProbeRank(int id) override;
-  void CheckHost(const std::string& rank_start, int slots) override;
+  void CheckHost(const std::string& key, const std::string& rank_start, int slots) override;
   void CheckPeers(const std::string& peers) override;
   void Resume() override;
 

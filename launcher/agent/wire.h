@@ -35,7 +35,7 @@ enum Op : char {
   kPing = 'P',    // the launcher is alive
   kGpus = 'G',    // data: GpuShareText; the next kStart of this id gets that share of the host's GPUs
   kProbe = 'Q',   // the rank's process facts, please (answered with kRankFacts)
-  kCheck = 'C',   // data: RankStartText of the host's first rank, id: its slots; a pre-flight (kChecked)
+  kCheck = 'C',   // data: the pre-flight's key, '\n', RankStartText of the host's first rank; id: its slots (kChecked)
   kPeers = 'W',   // data: preflight::PeerTargetsText, the peers to probe (kChecked); "": the pre-flight is over
   // agent -> launcher
   kFacts = 'H',   // data: "key=value" lines (hostname=, pid=): follows the marker line

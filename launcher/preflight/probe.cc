@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -9,7 +10,9 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 
@@ -25,6 +28,9 @@ double MsSince(Clock::time_point start) {
 // One peer's connection to the server.
 struct Conn {
   smoke::Fd fd;
+  Clock::time_point accepted;
+  std::string key;       // what it sent of the key so far
+  bool proven = false;   // it sent the whole key
   bool sinking = false;  // after 'b': counting the stream
   uint64_t count = 0;
   std::string out;       // answers not yet sent
@@ -47,8 +53,17 @@ bool SendPending(Conn* c) {
   return !c->closing;
 }
 
-// Takes in what the peer sent; false when the connection is done with.
-bool Receive(Conn* c) {
+// Compares in a time that does not depend on where they differ.
+bool SameKey(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// Takes in what the peer sent; false when the connection is done with (it is, at once, unless
+// its first bytes are `key`).
+bool Receive(Conn* c, const std::string& key) {
   char buffer[64 << 10];
   for (int reads = 0; reads < 16; ++reads) {  // others get their turn
     ssize_t n = recv(c->fd.get(), buffer, sizeof(buffer), 0);
@@ -61,11 +76,20 @@ bool Receive(Conn* c) {
       return SendPending(c);
     }
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    ssize_t i = 0;
+    if (!c->proven) {
+      size_t take = std::min(static_cast<size_t>(n), key.size() - c->key.size());
+      c->key.append(buffer, take);
+      i = static_cast<ssize_t>(take);
+      if (c->key.size() < key.size()) continue;
+      if (!SameKey(c->key, key)) return false;
+      c->proven = true;
+    }
     if (c->sinking) {
-      c->count += static_cast<uint64_t>(n);
+      c->count += static_cast<uint64_t>(n - i);
       continue;
     }
-    for (ssize_t i = 0; i < n; ++i) {
+    for (; i < n; ++i) {
       if (buffer[i] == 'r') {
         c->out += 'r';
       } else if (buffer[i] == 'b') {
@@ -81,8 +105,8 @@ bool Receive(Conn* c) {
   return true;
 }
 
-PeerResult Probe(const PeerTarget& target, const ProbeLimits& limits, bool stream,
-                 smoke::Fd* kept) {
+PeerResult Probe(const PeerTarget& target, const std::string& key, const ProbeLimits& limits,
+                 bool stream, smoke::Fd* kept) {
   PeerResult r;
   r.host = target.host;
   r.where = target.ip + ":" + std::to_string(target.port);
@@ -96,10 +120,14 @@ PeerResult Probe(const PeerTarget& target, const ProbeLimits& limits, bool strea
     return r;
   }
   r.connect_ms = MsSince(start);
+  std::string err;
+  if (!smoke::WriteAll(fd, key, Clock::now() + limits.timeout, &err)) {
+    r.error = "cannot send the pre-flight's key to " + r.where + ": " + err;
+    return r;
+  }
   for (int i = 0; i < limits.round_trips; ++i) {
     auto sent = Clock::now();
     char c = 'r';
-    std::string err;
     if (!smoke::WriteAll(fd, std::string_view(&c, 1), sent + limits.timeout, &err) ||
         !smoke::ReadExact(fd, &c, 1, sent + limits.timeout, &err)) {
       r.error = "round trip to " + r.where + ": " + (err == "timed out" ? "no answer in " +
@@ -187,7 +215,33 @@ ProbeServer::~ProbeServer() {
   }
 }
 
-bool ProbeServer::Start(std::string* err) {
+std::string NewProbeKey() {
+  unsigned char bytes[kProbeKeyLength / 2];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (errno != EINTR) {
+      std::abort();  // Linux 3.17 and later; nothing sensible to fall back on for a key
+    }
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string key;
+  for (unsigned char b : bytes) {
+    key += kHex[b >> 4];
+    key += kHex[b & 0xf];
+  }
+  return key;
+}
+
+bool IsProbeKey(std::string_view key) {
+  return key.size() == kProbeKeyLength &&
+         std::all_of(key.begin(), key.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+bool ProbeServer::Start(const std::string& key, std::string* err) {
+  key_ = key;
   if (!smoke::Listen(&listener_, &port_, err, SOMAXCONN)) return false;
   if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
     *err = std::string("cannot listen for probes: pipe: ") + std::strerror(errno);
@@ -210,7 +264,15 @@ void ProbeServer::Serve() {
       short events = static_cast<short>((c->closing ? 0 : POLLIN) | (c->out.empty() ? 0 : POLLOUT));
       polled.push_back({fd, events, 0});
     }
-    if (poll(polled.data(), polled.size(), -1) < 0) {
+    // Connections that have not proven the key yet are closed at their deadline.
+    int timeout = -1;
+    for (const auto& [fd, c] : conns) {
+      if (!c->proven) {
+        int ms = smoke::PollTimeoutMs(c->accepted + kKeyWithin);
+        timeout = timeout < 0 ? ms : std::min(timeout, ms);
+      }
+    }
+    if (poll(polled.data(), polled.size(), timeout) < 0) {
       if (errno == EINTR) continue;
       return;
     }
@@ -225,6 +287,7 @@ void ProbeServer::Serve() {
         }
         auto c = std::make_unique<Conn>();
         c->fd = smoke::Fd(fd);
+        c->accepted = Clock::now();
         conns[fd] = std::move(c);
       }
     }
@@ -235,15 +298,19 @@ void ProbeServer::Serve() {
       Conn* c = it->second.get();
       bool keep = true;
       if (polled[i].revents & POLLOUT) keep = SendPending(c);
-      if (keep && !c->closing && (polled[i].revents & (POLLIN | POLLHUP | POLLERR))) keep = Receive(c);
+      if (keep && !c->closing && (polled[i].revents & (POLLIN | POLLHUP | POLLERR))) keep = Receive(c, key_);
       if (keep && c->closing && (polled[i].revents & (POLLHUP | POLLERR))) keep = false;
       if (!keep) conns.erase(it);
+    }
+    auto now = Clock::now();
+    for (auto it = conns.begin(); it != conns.end();) {
+      it = !it->second->proven && now >= it->second->accepted + kKeyWithin ? conns.erase(it) : std::next(it);
     }
   }
 }
 
-std::vector<PeerResult> ProbePeers(const std::vector<PeerTarget>& targets, const ProbeLimits& limits,
-                                   const std::atomic<bool>* cancel) {
+std::vector<PeerResult> ProbePeers(const std::vector<PeerTarget>& targets, const std::string& key,
+                                   const ProbeLimits& limits, const std::atomic<bool>* cancel) {
   std::vector<PeerResult> results(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
     results[i].host = targets[i].host;
@@ -253,7 +320,7 @@ std::vector<PeerResult> ProbePeers(const std::vector<PeerTarget>& targets, const
   std::vector<smoke::Fd> kept(targets.size());
   constexpr size_t kWidth = 64;
   InBatches(targets.size(), kWidth, cancel, [&](size_t i) {
-    results[i] = Probe(targets[i], limits, targets[i].stream, &kept[i]);
+    results[i] = Probe(targets[i], key, limits, targets[i].stream, &kept[i]);
   });
   std::vector<size_t> streams;
   for (size_t i = 0; i < targets.size(); ++i) {

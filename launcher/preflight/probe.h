@@ -17,24 +17,37 @@
 
 namespace etrun::launcher::preflight {
 
+// A pre-flight's key: 32 lowercase hex digits from the kernel's random source, new for each run.
+// The launcher gives it to every host of the run over the connection it holds to that host's
+// agent; a probe proves it knows the key before its listener answers anything.
+constexpr size_t kProbeKeyLength = 32;
+std::string NewProbeKey();
+bool IsProbeKey(std::string_view key);
+
 // A host's listener for its peers' probes, answered on a thread of its own until destroyed. On
-// each connection the peer sends 'r' and gets 'r' back (a round trip), as often as it likes; or
-// 'b', a stream of bytes ended by its shutdown(SHUT_WR), and gets the stream's length back as
-// 8 bytes, little-endian; then the connection ends.
+// each connection the peer first sends the run's key (kProbeKeyLength bytes); a connection that
+// sends anything else, or not all of it within kKeyWithin, is closed unanswered. Then it sends
+// 'r' and gets 'r' back (a round trip), as often as it likes; or 'b', a stream of bytes ended by
+// its shutdown(SHUT_WR), and gets the stream's length back as 8 bytes, little-endian; then the
+// connection ends.
 class ProbeServer {
  public:
+  static constexpr std::chrono::milliseconds kKeyWithin{2000};
+
   ProbeServer() = default;
   ~ProbeServer();
   ProbeServer(const ProbeServer&) = delete;
   ProbeServer& operator=(const ProbeServer&) = delete;
 
-  // Listens on every address, on a free port. False with *err when it cannot.
-  bool Start(std::string* err);
+  // Listens on every address, on a free port, for probes that know `key` (IsProbeKey). False
+  // with *err when it cannot.
+  bool Start(const std::string& key, std::string* err);
   int port() const { return port_; }
 
  private:
   void Serve();
 
+  std::string key_;
   smoke::Fd listener_;
   int wake_[2] = {-1, -1};
   int port_ = 0;
@@ -68,10 +81,11 @@ struct ProbeLimits {
 };
 
 // Probes every target at once (a thread each, 64 at a time at most), the round trips first, then
-// the streams, all at once too (a link's rate, not the host's share of a crowd). One result per
-// target, in order. `cancel`, when set, ends it between batches (the rest: "cancelled").
-std::vector<PeerResult> ProbePeers(const std::vector<PeerTarget>& targets, const ProbeLimits& limits,
-                                   const std::atomic<bool>* cancel = nullptr);
+// the streams, all at once too (a link's rate, not the host's share of a crowd), each connection
+// opened with the run's `key`. One result per target, in order. `cancel`, when set, ends it
+// between batches (the rest: "cancelled").
+std::vector<PeerResult> ProbePeers(const std::vector<PeerTarget>& targets, const std::string& key,
+                                   const ProbeLimits& limits, const std::atomic<bool>* cancel = nullptr);
 
 // One "<host> <ip> <port> <0|1: stream>" line per target, and back; false for anything else.
 std::string PeerTargetsText(const std::vector<PeerTarget>& targets);

@@ -57,10 +57,10 @@ class RankHost {
   virtual void ProbeRank(int id) = 0;
   // A pre-flight of the host (launcher/preflight/): `rank_start` is what its first rank would be
   // (the agent checks with that rank's environment, counts the GPUs its `slots` need, and opens a
-  // listener for its peers' probes);
-  // `peers` the probes it is to make (PeerTargetsText), "" when the pre-flight is over. Answers
-  // come through RankHostEvents::OnRemoteCheck.
-  virtual void CheckHost(const std::string& rank_start, int slots) = 0;
+  // listener for its peers' probes, which prove they know `key`, the run's NewProbeKey);
+  // `peers` the probes it is to make (PeerTargetsText, with the same key), "" when the pre-flight
+  // is over. Answers come through RankHostEvents::OnRemoteCheck.
+  virtual void CheckHost(const std::string& key, const std::string& rank_start, int slots) = 0;
   virtual void CheckPeers(const std::string& peers) = 0;
   // Reading resumes after OnRemoteOutput returned false.
   virtual void Resume() = 0;

@@ -56,8 +56,9 @@ class FakeRemote : public RemoteStarter, public RankHost {
   void StartRank(int id, const std::string&, const GpuShare&) override { started.push_back(id); }
   void SignalRank(int, int) override {}
   void ProbeRank(int) override {}
-  void CheckHost(const std::string& rank_start, int slots) override {
+  void CheckHost(const std::string& key, const std::string& rank_start, int slots) override {
     checked.push_back(std::to_string(slots) + ": " + rank_start);
+    keys.push_back(key);
   }
   void CheckPeers(const std::string& peers) override { peer_checks.push_back(peers); }
   void Resume() override {}
@@ -71,6 +72,7 @@ class FakeRemote : public RemoteStarter, public RankHost {
   std::vector<std::string> detached;       // "host: command"
   std::vector<int> started;                // ids StartRank was given
   std::vector<std::string> checked;        // CheckHost's "slots: rank_start"
+  std::vector<std::string> keys;           // and its keys
   std::vector<std::string> peer_checks;    // CheckPeers's texts
 
  private:

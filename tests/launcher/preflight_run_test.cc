@@ -17,9 +17,13 @@ struct StandIn : RankHost {
   void SignalRank(int, int) override {}
   void ProbeRank(int) override {}
   void Resume() override {}
-  void CheckHost(const std::string& start, int slots) override { asked.push_back("check " + std::to_string(slots) + " " + start); }
+  void CheckHost(const std::string& key, const std::string& start, int slots) override {
+    asked.push_back("check " + std::to_string(slots) + " " + start);
+    keys.push_back(key);
+  }
   void CheckPeers(const std::string& peers) override { asked.push_back("peers " + peers); }
   std::vector<std::string> asked;
+  std::vector<std::string> keys;
 };
 
 PreflightHost Remote(const std::string& name, StandIn* agent) {
@@ -49,6 +53,9 @@ TEST_CASE("pre-flight run: a silent host is the only one named; the others go on
                    [&](const PreflightResult& r) { verdict = r; });
   run.Start();
   CHECK(a.asked == std::vector<std::string>{"check 2 start of a"});
+  REQUIRE((a.keys.size() == 1 && b.keys.size() == 1 && c.keys.size() == 1));
+  CHECK(preflight::IsProbeKey(a.keys[0]));  // one key for the run, every host's
+  CHECK((b.keys[0] == a.keys[0] && c.keys[0] == a.keys[0]));
   run.OnCheck(&a, "self\nprobe 198.18.0.2:4001\n");
   run.OnCheck(&c, "self\nprobe 198.18.0.4:4003\n");  // b says nothing
   RunUntil(&io, [&] { return a.asked.size() == 2; });
@@ -89,9 +96,6 @@ TEST_CASE("pre-flight run: a host lost while asked, and one whose plan failed, a
 
 TEST_CASE("pre-flight run: this machine checks itself on a thread, and probes a stand-in's real listener") {
   boost::asio::io_context io;
-  preflight::ProbeServer far;
-  std::string err;
-  REQUIRE(far.Start(&err));
   StandIn b;
   PreflightHost here;
   here.name = "localhost";
@@ -101,6 +105,10 @@ TEST_CASE("pre-flight run: this machine checks itself on a thread, and probes a 
   std::optional<PreflightResult> verdict;
   PreflightRun run(&io, {here, Remote("b", &b)}, {}, [&](const PreflightResult& r) { verdict = r; });
   run.Start();
+  preflight::ProbeServer far;  // b's listener, with the key the run gave b
+  std::string err;
+  REQUIRE(b.keys.size() == 1);
+  REQUIRE(far.Start(b.keys[0], &err));
   run.OnCheck(&b, "self\nprobe 127.0.0.1:" + std::to_string(far.port()) + "\n");
   RunUntil(&io, [&] { return b.asked.size() == 2; });
   REQUIRE(b.asked.size() == 2);

@@ -234,13 +234,13 @@ TEST_CASE("an agent's SIGTERM is ignored where the cluster's signal is no stop o
 TEST_CASE("a pre-flight goes to the agent with the host's slots; its answers come back as they were") {
   Linked t(Named("h2"));
   t.agent.Say(std::string(kHelloLine) + "x\n");
-  t.link.CheckHost("the first rank's start", 3);
+  t.link.CheckHost("0123456789abcdef0123456789abcdef", "the first rank's start", 3);
   t.link.CheckPeers("h1 198.18.0.2 4000 1\n");
   t.link.CheckPeers("");
   RunUntil(&t.io, [&] { return FramesOf(t.agent.Heard()).size() >= 3; });
   std::vector<Frame> frames = FramesOf(t.agent.Heard());
   REQUIRE(frames.size() == 3);
-  CHECK((frames[0].op == kCheck && frames[0].id == 3 && frames[0].data == "the first rank's start"));
+  CHECK((frames[0].op == kCheck && frames[0].id == 3 && frames[0].data == "0123456789abcdef0123456789abcdef\nthe first rank's start"));
   CHECK((frames[1].op == kPeers && frames[1].data == "h1 198.18.0.2 4000 1\n"));
   CHECK((frames[2].op == kPeers && frames[2].data.empty()));
   t.agent.Frame(kChecked, 0, "self\nprobe 198.18.0.3:4001\n");
@@ -253,7 +253,7 @@ TEST_CASE("a pre-flight of a host that is gone is answered at once with why") {
   t.agent.Hang();
   RunUntil(&t.io, [&] { return t.link.lost(); });
   REQUIRE(t.link.lost());
-  t.link.CheckHost("start", 1);
+  t.link.CheckHost("0123456789abcdef0123456789abcdef", "start", 1);
   REQUIRE(t.events.checks.size() == 1);
   CHECK(t.events.checks[0].starts_with("lost\netrun: error: remote shell to h2: "));
 }

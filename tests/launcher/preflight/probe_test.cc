@@ -1,10 +1,13 @@
 #include "launcher/preflight/probe.h"
 
 #include <doctest/doctest.h>
+#include <sys/socket.h>
 
 #include <string>
 #include <vector>
 
+using etrun::launcher::preflight::IsProbeKey;
+using etrun::launcher::preflight::NewProbeKey;
 using etrun::launcher::preflight::ParsePeerResultLine;
 using etrun::launcher::preflight::PeerResult;
 using etrun::launcher::preflight::PeerResultLine;
@@ -13,15 +16,60 @@ using etrun::launcher::preflight::ProbeLimits;
 using etrun::launcher::preflight::ProbePeers;
 using etrun::launcher::preflight::ProbeServer;
 
+namespace {
+
+const std::string kKey = NewProbeKey();
+
+// What a listener says to a connection that sends `sent` (then, with `done`, shuts its sending
+// side) and waits: its bytes until it closes the connection, or "timed out" after 10 s.
+std::string AnswerTo(int port, const std::string& sent, bool done = false) {
+  auto deadline = etrun::smoke::Clock::now() + std::chrono::seconds(10);
+  etrun::smoke::Fd fd;
+  std::string err, got;
+  REQUIRE(etrun::smoke::ConnectIpv4("127.0.0.1", port, deadline, &fd, &err));
+  REQUIRE(etrun::smoke::WriteAll(fd, sent, deadline, &err));
+  if (done) shutdown(fd.get(), SHUT_WR);
+  while (etrun::smoke::ReadSome(fd, &got, deadline, &err)) {
+  }
+  return err.empty() || err.find("reset") != std::string::npos ? got : err;  // closed either way
+}
+
+}  // namespace
+
+TEST_CASE("a run's key is 32 hex digits from the kernel, new each time") {
+  std::string a = NewProbeKey(), b = NewProbeKey();
+  CHECK(IsProbeKey(a));
+  CHECK(IsProbeKey(b));
+  CHECK(a != b);
+  CHECK_FALSE(IsProbeKey(""));
+  CHECK_FALSE(IsProbeKey(a.substr(1)));
+  CHECK_FALSE(IsProbeKey(std::string(32, 'G')));
+}
+
+TEST_CASE("the listener answers only a probe that opens with the run's key") {
+  ProbeServer server;
+  std::string err;
+  REQUIRE(server.Start(kKey, &err));
+  CHECK(AnswerTo(server.port(), kKey + "rr", true) == "rr");
+  std::string wrong = kKey;
+  wrong[31] = wrong[31] == '0' ? '1' : '0';
+  CHECK(AnswerTo(server.port(), wrong + "rr").empty());                // closed, unanswered
+  CHECK(AnswerTo(server.port(), std::string(40, 'r')).empty());        // a bare probe too
+  CHECK(AnswerTo(server.port(), kKey.substr(0, 10)).empty());          // part of it: closed at its deadline
+  std::vector<PeerResult> results = ProbePeers({{"s", "127.0.0.1", server.port(), true}}, wrong, ProbeLimits{});
+  CHECK_FALSE(results[0].reached());
+  CHECK(results[0].mbit_s == -1);  // nothing streamed to it
+}
+
 TEST_CASE("probes reach real listeners: round trips and a stream whose every byte is counted") {
   ProbeServer a, b;
   std::string err;
-  REQUIRE(a.Start(&err));
-  REQUIRE(b.Start(&err));
+  REQUIRE(a.Start(kKey, &err));
+  REQUIRE(b.Start(kKey, &err));
   ProbeLimits limits;
   limits.stream_for = std::chrono::milliseconds(50);
   std::vector<PeerResult> results = ProbePeers(
-      {{"a", "127.0.0.1", a.port(), true}, {"b", "127.0.0.1", b.port(), false}}, limits);
+      {{"a", "127.0.0.1", a.port(), true}, {"b", "127.0.0.1", b.port(), false}}, kKey, limits);
   REQUIRE(results.size() == 2);
   CHECK(results[0].ok());
   CHECK(results[0].host == "a");
@@ -37,12 +85,12 @@ TEST_CASE("probes reach real listeners: round trips and a stream whose every byt
 TEST_CASE("a stream is bounded by its byte budget as well as its time") {
   ProbeServer a;
   std::string err;
-  REQUIRE(a.Start(&err));
+  REQUIRE(a.Start(kKey, &err));
   ProbeLimits limits;
   limits.stream_for = std::chrono::seconds(30);
   limits.stream_bytes = 1 << 20;
   auto start = std::chrono::steady_clock::now();
-  std::vector<PeerResult> results = ProbePeers({{"a", "127.0.0.1", a.port(), true}}, limits);
+  std::vector<PeerResult> results = ProbePeers({{"a", "127.0.0.1", a.port(), true}}, kKey, limits);
   CHECK(results[0].ok());
   CHECK(results[0].mbit_s > 0);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
@@ -53,7 +101,7 @@ TEST_CASE("a port nobody listens on, and a listener that never answers, are erro
   {
     ProbeServer gone;
     std::string err;
-    REQUIRE(gone.Start(&err));
+    REQUIRE(gone.Start(kKey, &err));
     port = gone.port();
   }  // closed: connects are refused
   etrun::smoke::Fd silent;
@@ -65,7 +113,7 @@ TEST_CASE("a port nobody listens on, and a listener that never answers, are erro
   std::vector<PeerResult> results =
       ProbePeers({{"gone", "127.0.0.1", port, true}, {"silent", "127.0.0.1", silent_port, false},
                   {"bad", "not-an-address", 1, false}},
-                 limits);
+                 kKey, limits);
   CHECK_FALSE(results[0].reached());
   CHECK(results[0].error == "cannot connect to 127.0.0.1:" + std::to_string(port) + ": Connection refused");
   CHECK(results[1].connect_ms >= 0);

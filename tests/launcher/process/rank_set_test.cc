@@ -315,7 +315,7 @@ struct FakeHost : etrun::launcher::RankHost {
   }
   void SignalRank(int id, int sig) override { signals.emplace_back(id, sig); }
   void ProbeRank(int id) override { probed.push_back(id); }
-  void CheckHost(const std::string&, int) override {}
+  void CheckHost(const std::string&, const std::string&, int) override {}
   void CheckPeers(const std::string&) override {}
   void Resume() override {}
   std::vector<int> started;
