@@ -24,16 +24,24 @@ std::string BootstrapCommand(const AgentRef& agent, const AgentOptions& options,
   std::string need(kNeedLine + 1);  // without the \036, written by printf below
   std::string cache = "\"${XDG_CACHE_HOME:-$HOME/.cache}/etrun/agent\"";
   // o P: P and every directory above it belong to this user or root and nobody else may write
-  // them (a sticky directory above excepted). s P: P resolves to such a file whose SHA-256 is $i;
-  // $f is then the file. Nothing is run before s says so.
+  // them (a sticky directory above excepted): two `ls`, P's and the folders' above it at once.
+  // h F: F's SHA-256 is $i (openssl's where there is one, with the CPU's SHA instructions; else
+  // sha256sum). s P: P resolves to a file o accepts and h confirms; $f is then the file. Nothing
+  // is run before s says so. Every external program here costs a fork and exec per host (16 hosts
+  // on 2 cores: 30 ms each before these were cut from 14 to 5).
   return exports + "set -f; umask 077; u=$(id -u); i=" + agent.sha256 + "; "
-         "o() { d=$1; w=; while :; do set -- $(ls -ldn -- \"$d\" 2>&-); "
+         "k=$(command -v openssl 2>&-); n=$(printf '\\nx'); n=${n%x}; "
+         "o() { d=$1; set -- $(ls -ldn -- \"$d\" 2>&-); "
          "[ \"$3\" = \"$u\" ] || [ \"$3\" = 0 ] || return 1; "
-         "case $1 in ?????w*|????????w*) [ -n \"$w\" ] || return 1; "
-         "case $1 in *t|*T) ;; *) return 1;; esac;; esac; "
-         "[ \"$d\" = / ] && return 0; d=$(dirname -- \"$d\"); w=1; done; }; "
-         "s() { f=$(readlink -f -- \"$1\" 2>&-) && [ -f \"$f\" ] && o \"$f\" && "
-         "[ \"$(sha256sum -- \"$f\" 2>&- | cut -c1-64)\" = \"$i\" ]; }; "
+         "case $1 in ?????w*|????????w*) return 1;; esac; "
+         "set --; while [ \"$d\" != / ]; do d=${d%/*}; d=${d:-/}; set -- \"$@\" \"$d\"; done; "
+         "[ $# = 0 ] && return 0; y=$(ls -ldn -- \"$@\" 2>&-) || return 1; "
+         "while [ -n \"$y\" ]; do l=${y%%\"$n\"*}; y=${y#\"$l\"}; y=${y#\"$n\"}; set -- $l; "
+         "[ \"$3\" = \"$u\" ] || [ \"$3\" = 0 ] || return 1; "
+         "case $1 in ?????w*|????????w*) case $1 in *t|*T) ;; *) return 1;; esac;; esac; done; }; "
+         "h() { if [ -n \"$k\" ]; then x=$(openssl dgst -sha256 -r <\"$1\" 2>&-); "
+         "[ \"${x%% *}\" = \"$i\" ] && return 0; fi; x=$(sha256sum <\"$1\" 2>&-); [ \"${x%% *}\" = \"$i\" ]; }; "
+         "s() { f=$(readlink -f -- \"$1\" 2>&-) && [ -f \"$f\" ] && o \"$f\" && h \"$f\"; }; "
          "for p in " + ShellQuote(agent.beside) + " " + cache + "/$i "
          "\"$(command -v etrun-agent 2>&-)\"; do [ -n \"$p\" ] && s \"$p\" && " + run + "; done; "
          "c=" + cache + "; [ -d \"$c\" ] || mkdir -p -- \"$c\" 2>&-; "
@@ -47,7 +55,7 @@ std::string BootstrapCommand(const AgentRef& agent, const AgentOptions& options,
          "echo \"etrun: error: cannot write etrun's agent into $c: make it writable, or set "
          "XDG_CACHE_HOME to a writable folder of your own\" >&2; exit 255; fi; "
          "printf '\\036" + need + "\\n'; head -c " + std::to_string(agent.size) + " >\"$t\"; "
-         "if [ \"$(sha256sum <\"$t\" 2>&- | cut -c1-64)\" = \"$i\" ] && chmod 700 -- \"$t\"; then "
+         "if h \"$t\" && chmod 700 -- \"$t\"; then "
          "ln -- \"$t\" \"$c/$i\" 2>&- || s \"$c/$i\" || mv -f -- \"$t\" \"$c/$i\"; rm -f -- \"$t\"; "
          "s \"$c/$i\" && " + run + "; fi; rm -f -- \"$t\"; "
          "echo \"etrun: error: could not receive etrun's agent into $c: check the space left there\" >&2; exit 255";

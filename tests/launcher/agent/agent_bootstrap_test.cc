@@ -126,6 +126,26 @@ TEST_CASE("the agent beside the launcher's etrun runs when its content is the la
   }
 }
 
+TEST_CASE("every folder above the agent is checked, however deep and whatever its name; a sticky one others may write is no matter") {
+  Dir dir;  // under /tmp: sticky, anyone may write it
+  for (const Host& host : Hosts(dir.path)) {
+    CAPTURE(host.sh);
+    std::string top = dir.path + "/a b " + std::to_string(host.sh.size());
+    std::string agent = top + "/c  d/e\tf/etrun-agent";
+    Write(agent, StandIn("build-9"));
+    AgentOptions options;
+    std::string ran = "agent " + agent + " --host  --launcher-timeout 10 --grace 5 ASAN=\n";
+    Run r = Shell(host, BootstrapCommand(Ref(StandIn("build-9"), agent), options), dir.path, "");
+    CHECK(r.out == ran);
+    chmod(top.c_str(), 0777);  // two folders up, others may write: someone could swap the path below
+    r = Shell(host, BootstrapCommand(Ref(StandIn("build-9"), agent), options), dir.path, "");
+    CHECK(r.out.starts_with(std::string(kNeedLine)));
+    chmod(top.c_str(), 01777);  // sticky: others may not rename or remove what is the user's there
+    r = Shell(host, BootstrapCommand(Ref(StandIn("build-9"), agent), options), dir.path, "");
+    CHECK(r.out == ran);
+  }
+}
+
 TEST_CASE("a file planted at the launcher's path never runs: the host receives the agent, checks it and runs it") {
   Dir dir;
   for (const Host& host : Hosts(dir.path)) {
