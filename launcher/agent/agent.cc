@@ -108,9 +108,9 @@ class Agent {
  public:
   explicit Agent(const AgentOptions& options) : options_(options) {}
 
-  // Milliseconds of this agent's clock: since it started.
-  int64_t ClockMs(std::chrono::steady_clock::time_point t) const {
-    return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(t - epoch_).count());
+  // Microseconds of this agent's clock: since it started.
+  int64_t ClockUs(std::chrono::steady_clock::time_point t) const {
+    return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(t - epoch_).count());
   }
 
   int Run() {
@@ -159,9 +159,9 @@ class Agent {
   std::string Facts() const {
     char name[256] = {};
     gethostname(name, sizeof(name) - 1);
-    // clock_ms: this agent's clock now, which its ranks' exit times are in (ExitText).
+    // clock_us: this agent's clock now, which its ranks' exit times are in (ExitText).
     std::string facts = "hostname=" + std::string(name) + "\npid=" + std::to_string(getpid()) +
-                        "\nclock_ms=" + std::to_string(ClockMs(std::chrono::steady_clock::now())) + "\n";
+                        "\nclock_us=" + std::to_string(ClockUs(std::chrono::steady_clock::now())) + "\n";
     if (gpus_.enabled()) {
       std::string list;
       for (const std::string& d : gpus_.pool) list += (list.empty() ? "" : ",") + d;
@@ -393,7 +393,7 @@ class Agent {
     // With its time, in this agent's clock as every exit of the host: a refusal and the ranks the
     // launcher then stops here compare on one clock (the launcher's arrival time, against a
     // translated one, could put a stopped rank first).
-    AppendFlushedFrame(&frames, kExit, id, ExitText(ExitStatus::Exited(code), ClockMs(std::chrono::steady_clock::now())));
+    AppendFlushedFrame(&frames, kExit, id, ExitText(ExitStatus::Exited(code), ClockUs(std::chrono::steady_clock::now())));
     sink_->Append(out_, frames);
   }
 
@@ -425,7 +425,7 @@ class Agent {
     while (ranks_->NextFinished(&f)) {
       auto it = launcher_ids_.find(f.id);
       if (it == launcher_ids_.end()) continue;
-      AppendFlushedFrame(&frames, kExit, it->second, ExitText(f.status, ClockMs(f.exited_at)));
+      AppendFlushedFrame(&frames, kExit, it->second, ExitText(f.status, ClockUs(f.exited_at)));
       ids_.erase(it->second);
       launcher_ids_.erase(it);
     }

@@ -22,6 +22,7 @@ namespace {
 
 constexpr size_t kMaxPreamble = 1 << 20;  // a login that prints more is not reaching an agent
 constexpr size_t kErrorLinesKept = 4;
+constexpr int64_t kYearUs = int64_t{366} * 24 * 3600 * 1000 * 1000;  // longer than any agent runs
 
 }  // namespace
 
@@ -258,13 +259,13 @@ void AgentLink::OnFrame(Frame& f) {
       return;
     case kExit: {
       ExitStatus status;
-      int64_t at_ms = -1;
-      if (!ParseExitText(f.data, &status, &at_ms)) status = ExitStatus::Exited(kHostLost);
+      int64_t at_us = -1;
+      if (!ParseExitText(f.data, &status, &at_us)) status = ExitStatus::Exited(kHostLost);
       auto now = std::chrono::steady_clock::now();
       auto exited_at = now;
-      if (at_ms >= 0 && agent_epoch_) {  // at most a year of the agent's clock: no overflow
-        int64_t ms = std::min<int64_t>(at_ms, int64_t{366} * 24 * 3600 * 1000);
-        exited_at = std::min(now, *agent_epoch_ + std::chrono::milliseconds(ms));
+      if (at_us >= 0 && agent_epoch_) {  // at most a year of the agent's clock: no overflow
+        int64_t us = std::min<int64_t>(at_us, kYearUs);
+        exited_at = std::min(now, *agent_epoch_ + std::chrono::microseconds(us));
       }
       events_->OnRemoteExit(this, id, status, exited_at);
       return;
@@ -273,10 +274,10 @@ void AgentLink::OnFrame(Frame& f) {
       facts_ = f.data;
       // The agent's clock as it said hello: its exit times translate to ours from here (late by
       // the hello's way over, alike for every rank of the host).
-      size_t at = facts_.find("clock_ms=");
+      size_t at = facts_.find("clock_us=");
       if (at != std::string::npos && (at == 0 || facts_[at - 1] == '\n')) {
-        int64_t ms = std::clamp<int64_t>(atoll(facts_.c_str() + at + 9), 0, int64_t{366} * 24 * 3600 * 1000);
-        agent_epoch_ = std::chrono::steady_clock::now() - std::chrono::milliseconds(ms);
+        int64_t us = std::clamp<int64_t>(atoll(facts_.c_str() + at + 9), 0, kYearUs);
+        agent_epoch_ = std::chrono::steady_clock::now() - std::chrono::microseconds(us);
       }
       return;
     }

@@ -32,22 +32,22 @@ void AppendFlushedFrame(std::string* out, char op, uint32_t id, std::string_view
   if (out->back() != '\n') AppendFrame(out, kNewline, 0, "\n");
 }
 
-std::string ExitText(const ExitStatus& status, int64_t at_ms) {
+std::string ExitText(const ExitStatus& status, int64_t at_us) {
   std::string text = status.kind == ExitStatus::Kind::kSignaled ? "s" + std::to_string(status.signal)
                                                                 : "c" + std::to_string(status.code);
-  if (at_ms >= 0) text += "@" + std::to_string(at_ms);
+  if (at_us >= 0) text += "@" + std::to_string(at_us);
   return text;
 }
 
-bool ParseExitText(std::string_view text, ExitStatus* status, int64_t* at_ms) {
+bool ParseExitText(std::string_view text, ExitStatus* status, int64_t* at_us) {
   int64_t at = -1;
   if (size_t sep = text.find('@'); sep != std::string_view::npos) {
-    std::string_view ms = text.substr(sep + 1);
-    auto [end, ec] = std::from_chars(ms.data(), ms.data() + ms.size(), at);
-    if (ec != std::errc() || end != ms.data() + ms.size() || at < 0) return false;
+    std::string_view us = text.substr(sep + 1);
+    auto [end, ec] = std::from_chars(us.data(), us.data() + us.size(), at);
+    if (ec != std::errc() || end != us.data() + us.size() || at < 0) return false;
     text = text.substr(0, sep);
   }
-  if (at_ms != nullptr) *at_ms = at;
+  if (at_us != nullptr) *at_us = at;
   if (text.size() < 2 || (text[0] != 'c' && text[0] != 's')) return false;
   int n = 0;
   auto [end, ec] = std::from_chars(text.data() + 1, text.data() + text.size(), n);

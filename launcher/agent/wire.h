@@ -68,11 +68,12 @@ void AppendFrame(std::string* out, char op, uint32_t id, std::string_view data);
 // every frame so.
 void AppendFlushedFrame(std::string* out, char op, uint32_t id, std::string_view data);
 
-// "c<code>" or "s<signal>", with "@<ms>" when `at_ms` >= 0: when the rank's process ended, in
-// milliseconds of the agent's clock (its facts' clock_ms says where that clock stood as it said
-// hello), and back; false for anything else. *at_ms is -1 when the text has no time.
-std::string ExitText(const ExitStatus& status, int64_t at_ms = -1);
-bool ParseExitText(std::string_view text, ExitStatus* status, int64_t* at_ms = nullptr);
+// "c<code>" or "s<signal>", with "@<us>" when `at_us` >= 0: when the rank's process ended, in
+// microseconds of the agent's clock (its facts' clock_us says where that clock stood as it said
+// hello; microseconds, as a stop's way to a rank and its end take less than a millisecond), and
+// back; false for anything else. *at_us is -1 when the text has no time.
+std::string ExitText(const ExitStatus& status, int64_t at_us = -1);
+bool ParseExitText(std::string_view text, ExitStatus* status, int64_t* at_us = nullptr);
 
 // "<gpus_per_rank> <ranks_per_gpu> <local_rank>", and back; false for anything else.
 std::string GpuShareText(const GpuShare& share);

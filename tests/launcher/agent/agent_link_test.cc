@@ -231,6 +231,22 @@ TEST_CASE("an agent's SIGTERM is ignored where the cluster's signal is no stop o
   CHECK(t.link.up());
 }
 
+TEST_CASE("exit times come in the agent's clock, translated to ours to the microsecond") {
+  // A stop's way to a rank and the rank's end can take less than a millisecond: the times of two
+  // hosts' ranks, which decide a cascade's first failure, must not be rounded to one.
+  Linked t(Named("h1"));
+  t.agent.Say(std::string(kHelloLine) + "x\n");
+  t.agent.Frame(kFacts, 0, "hostname=h1\nclock_us=5000000\n");
+  t.Start(1, "a", {});
+  t.Start(2, "b", {});
+  t.agent.Frame(kExit, 1, "c1@4000400");  // a second before its hello: no later than now
+  t.agent.Frame(kExit, 2, "s15@4000100");
+  RunUntil(&t.io, [&] { return t.events.exits.size() == 2; });
+  REQUIRE(t.events.exit_times.size() == 2);
+  CHECK(t.events.exit_times[1] - t.events.exit_times[2] == std::chrono::microseconds(300));
+  CHECK(t.events.exit_times[1] <= std::chrono::steady_clock::now());
+}
+
 TEST_CASE("a pre-flight goes to the agent with the host's slots; its answers come back as they were") {
   Linked t(Named("h2"));
   t.agent.Say(std::string(kHelloLine) + "x\n");
