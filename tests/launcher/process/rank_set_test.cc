@@ -173,6 +173,20 @@ TEST_CASE("ranks' stdout and stderr arrive prefixed and their exit statuses are 
   CHECK(ReadAll(h.err) == "[0]<stderr>:err0\n");
 }
 
+TEST_CASE("each rank runs in a session of its own, its process group's leader") {
+  // Where the kernel schedules by session (autogroup), ranks in etrun's session would share one
+  // session's CPU against the machine's other sessions.
+  Harness h;
+  h.RunAll({Shell("read -r pid comm state ppid group session rest < /proc/$$/stat; echo \"$pid $group $session\"")});
+  REQUIRE(h.finished.size() == 1);
+  std::string out = ReadAll(h.out);
+  int pid = 0, group = 0, session = 0;
+  REQUIRE(std::sscanf(out.c_str(), "[0]<stdout>:%d %d %d", &pid, &group, &session) == 3);
+  CHECK(group == pid);
+  CHECK(session == pid);
+  CHECK(session != getsid(0));
+}
+
 TEST_CASE("a rank finishes only after its output is drained, and its leftover children die") {
   // Given a rank whose background child keeps the pipe open, the child is killed after the grace
   // period and every byte written before that is delivered.
