@@ -53,6 +53,10 @@ def main():
         step += 1
         if terminated:
             say(f"drained {step}")
+            # Saved: later SIGTERMs (Slurm's and etrun's drain may both come) change nothing.
+            # Without this, one arriving while the interpreter exits kills the rank by the
+            # signal: Python restores the default action of the signals it handled then.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             return 0
     say(f"done {args.steps}")
     return 0

@@ -87,8 +87,10 @@ def test_a_batch_job_signalled_mid_training_drains_exits_143_is_requeued_and_res
     # (`steps`), as preemption with GraceTime does, Slurm signals only the job's steps: the ranks
     # on h2 and h3 get SIGTERM from Slurm, their wrappers say so and their stubs pass it on to
     # etrun, which drains the whole job the same way.
-    # Mid-training: once seen in CI, Slurm signalling the steps within 0.3 s of their start got
-    # one rank SIGKILLed instead of drained (not understood yet); preemption comes later.
+    # Mid-training: preemption comes later than the steps' first 0.3 s. A rank that drained
+    # could end by a second SIGTERM (code None, seen under ASan): Slurm's own signal and etrun's
+    # drain both reach the ranks, and Python restores SIGTERM's default action while it exits;
+    # checkpoint_worker.py ignores SIGTERM once it has saved, as docs/slurm.md advises.
     job = BatchJob(cluster, tmp_path, marker_env)
     job.wait_training(10)
     job.scancel(*([how] if how != "steps" else []), "--signal=TERM")
