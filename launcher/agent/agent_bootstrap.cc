@@ -24,7 +24,9 @@ std::string BootstrapCommand(const AgentRef& agent, const AgentOptions& options,
   std::string need(kNeedLine + 1);  // without the \036, written by printf below
   std::string cache = "\"${XDG_CACHE_HOME:-$HOME/.cache}/etrun/agent\"";
   // o P: P and every directory above it belong to this user or root and nobody else may write
-  // them (a sticky directory above excepted): two `ls`, P's and the folders' above it at once.
+  // them (a sticky directory above excepted): two `ls`, P's and the folders' above it at once,
+  // one line each (m counts them). A mode's 10th character is the sticky bit's, whatever follows
+  // it (SELinux's '.', an ACL's '+', whose group bits are the ACL's mask: who else may write).
   // h F: F's SHA-256 is $i (openssl's where there is one, with the CPU's SHA instructions; else
   // sha256sum). s P: P resolves to a file o accepts and h confirms; $f is then the file. Nothing
   // is run before s says so. Every external program here costs a fork and exec per host (16 hosts
@@ -32,14 +34,16 @@ std::string BootstrapCommand(const AgentRef& agent, const AgentOptions& options,
   return exports + "set -f; umask 077; u=$(id -u); i=" + agent.sha256 + "; "
          "k=$(command -v openssl 2>&-); n=$(printf '\\nx'); n=${n%x}; "
          "o() { d=$1; set -- $(ls -ldn -- \"$d\" 2>&-); "
-         "[ \"$3\" = \"$u\" ] || [ \"$3\" = 0 ] || return 1; "
+         "[ -n \"$3\" ] && { [ \"$3\" = \"$u\" ] || [ \"$3\" = 0 ]; } || return 1; "
          "case $1 in ?????w*|????????w*) return 1;; esac; "
          "set --; while [ \"$d\" != / ]; do d=${d%/*}; d=${d:-/}; set -- \"$@\" \"$d\"; done; "
-         "[ $# = 0 ] && return 0; y=$(ls -ldn -- \"$@\" 2>&-) || return 1; "
-         "while [ -n \"$y\" ]; do l=${y%%\"$n\"*}; y=${y#\"$l\"}; y=${y#\"$n\"}; set -- $l; "
-         "[ \"$3\" = \"$u\" ] || [ \"$3\" = 0 ] || return 1; "
-         "case $1 in ?????w*|????????w*) case $1 in *t|*T) ;; *) return 1;; esac;; esac; done; }; "
-         "h() { if [ -n \"$k\" ]; then x=$(openssl dgst -sha256 -r <\"$1\" 2>&-); "
+         "[ $# = 0 ] && return 0; m=$#; y=$(ls -ldn -- \"$@\" 2>&-) || return 1; "
+         "while [ -n \"$y\" ]; do l=${y%%\"$n\"*}; case $y in *\"$n\"*) y=${y#*\"$n\"};; *) y=;; esac; "
+         "m=$((m-1)); set -- $l; "
+         "[ -n \"$3\" ] && { [ \"$3\" = \"$u\" ] || [ \"$3\" = 0 ]; } || return 1; "
+         "case $1 in ?????w*|????????w*) case $1 in ?????????[tT]*) ;; *) return 1;; esac;; esac; done; "
+         "[ $m = 0 ]; }; "
+         "h() { [ ${#i} = 64 ] || return 1; if [ -n \"$k\" ]; then x=$(openssl dgst -sha256 -r <\"$1\" 2>&-); "
          "[ \"${x%% *}\" = \"$i\" ] && return 0; fi; x=$(sha256sum <\"$1\" 2>&-); [ \"${x%% *}\" = \"$i\" ]; }; "
          "s() { f=$(readlink -f -- \"$1\" 2>&-) && [ -f \"$f\" ] && o \"$f\" && h \"$f\"; }; "
          "for p in " + ShellQuote(agent.beside) + " " + cache + "/$i "

@@ -1,8 +1,8 @@
 // The command that starts a host's agent (POSIX sh, run by the host's login shell over the host's
 // connection; busybox's sh and applets are enough, and it needs no /dev/null). It runs nothing it has not verified: a
 // candidate — the agent beside the launcher's etrun at the same path on the host, the agent in
-// the per-user cache, etrun-agent on PATH — runs only when its SHA-256 (the host's sha256sum) is
-// the launcher's agent's, and when it and every directory above it are owned by the user or root
+// the per-user cache, etrun-agent on PATH — runs only when its SHA-256 (the host's openssl dgst,
+// else sha256sum) is the launcher's agent's, and when it and every directory above it are owned by the user or root
 // and writable by nobody else (a sticky directory such as /tmp excepted for the directories);
 // symlinks are resolved first. When none will do, it says so with kNeedLine on stdout, receives the
 // agent's bytes from its stdin (exactly `size`) into a new file of its own in the cache

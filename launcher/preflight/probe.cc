@@ -241,6 +241,10 @@ bool IsProbeKey(std::string_view key) {
 }
 
 bool ProbeServer::Start(const std::string& key, std::string* err) {
+  if (!IsProbeKey(key)) {  // an empty one would let every connection through
+    *err = "cannot listen for probes: no key for them";
+    return false;
+  }
   key_ = key;
   if (!smoke::Listen(&listener_, &port_, err, SOMAXCONN)) return false;
   if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -253,6 +257,10 @@ bool ProbeServer::Start(const std::string& key, std::string* err) {
 
 void ProbeServer::Serve() {
   constexpr size_t kMaxConnections = 4096;
+  // Connections that have not sent the key yet: past this many, the oldest goes for a new one,
+  // so that someone who opens connections and sends nothing cannot crowd out the run's probes
+  // (which send the key at once).
+  constexpr size_t kMaxUnproven = 256;
   std::map<int, std::unique_ptr<Conn>> conns;
   std::vector<pollfd> polled;
   for (;;) {
@@ -281,6 +289,14 @@ void ProbeServer::Serve() {
       for (;;) {
         int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
+        size_t unproven = 0;
+        auto oldest = conns.end();
+        for (auto it = conns.begin(); it != conns.end(); ++it) {
+          if (it->second->proven) continue;
+          ++unproven;
+          if (oldest == conns.end() || it->second->accepted < oldest->second->accepted) oldest = it;
+        }
+        if (unproven >= kMaxUnproven) conns.erase(oldest);
         if (conns.size() >= kMaxConnections) {
           close(fd);
           continue;

@@ -132,7 +132,8 @@ class ChildSetup : public bp::extend::handler {
   }
 
   // Parent: the child exec'd. Its group is made here too, so it exists before anyone signals it
-  // even where vfork is a fork (ThreadSanitizer).
+  // even where vfork is a fork (ThreadSanitizer). Not a session: only the child can make its own
+  // (RankSet::Kill signals the process itself until it has).
   template <class Executor>
   void on_success(Executor& exec) {
     if (!options_.own_session) setpgid(exec.pid, exec.pid);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <optional>
 
 #include <boost/asio/post.hpp>
@@ -395,7 +396,13 @@ void RankSet::NoteStop(Rank* r, int sig) {
 
 void RankSet::Kill(const Rank& r, int sig) const {
   if (r.remote != nullptr) return r.remote->SignalRank(r.id, sig);
-  kill(r.supervisor ? r.process.pid : -r.process.pid, sig);
+  if (r.supervisor) {
+    kill(r.process.pid, sig);
+  } else if (kill(-r.process.pid, sig) != 0 && errno == ESRCH) {
+    // Its session (and so its group) is not made yet: where vfork is a fork (ThreadSanitizer)
+    // the child may not have reached setsid() when the parent goes on. The process is there.
+    kill(r.process.pid, sig);
+  }
 }
 
 pid_t RankSet::pid(int id) const {

@@ -3,7 +3,10 @@
 #include <doctest/doctest.h>
 #include <sys/socket.h>
 
+#include <cerrno>
+
 #include <string>
+#include <thread>
 #include <vector>
 
 using etrun::launcher::preflight::IsProbeKey;
@@ -59,6 +62,32 @@ TEST_CASE("the listener answers only a probe that opens with the run's key") {
   std::vector<PeerResult> results = ProbePeers({{"s", "127.0.0.1", server.port(), true}}, wrong, ProbeLimits{});
   CHECK_FALSE(results[0].reached());
   CHECK(results[0].mbit_s == -1);  // nothing streamed to it
+}
+
+TEST_CASE("a listener without a key is not started; connections that send no key cannot crowd out the probes") {
+  ProbeServer none;
+  std::string err;
+  CHECK_FALSE(none.Start("", &err));
+  CHECK(err == "cannot listen for probes: no key for them");
+  ProbeServer server;
+  REQUIRE(server.Start(kKey, &err));
+  auto connected = etrun::smoke::Clock::now();
+  auto deadline = connected + std::chrono::seconds(10);
+  etrun::smoke::Fd first;
+  REQUIRE(etrun::smoke::ConnectIpv4("127.0.0.1", server.port(), deadline, &first, &err));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the oldest of them
+  std::vector<etrun::smoke::Fd> crowd(256);
+  for (etrun::smoke::Fd& fd : crowd) REQUIRE(etrun::smoke::ConnectIpv4("127.0.0.1", server.port(), deadline, &fd, &err));
+  // The 257th without a key closed the first (end of stream, not "timed out"), well before the
+  // first's own 2 s were up; the newest is still open.
+  std::string got;
+  CHECK_FALSE(etrun::smoke::ReadSome(first, &got, connected + ProbeServer::kKeyWithin / 2, &err));
+  CHECK(err.empty());
+  char c = 0;
+  CHECK(recv(crowd.back().get(), &c, 1, MSG_DONTWAIT) < 0);  // nothing to read, not closed
+  CHECK(errno == EAGAIN);
+  std::vector<PeerResult> results = ProbePeers({{"s", "127.0.0.1", server.port(), false}}, kKey, ProbeLimits{});
+  CHECK(results[0].ok());
 }
 
 TEST_CASE("probes reach real listeners: round trips and a stream whose every byte is counted") {
