@@ -195,7 +195,8 @@ void StaticPolicy::OnRankFinished(const RankSet::Finished& f) {
     // A cascade: this one ended first, though its end reached etrun later (a slower host, output
     // still draining). Nothing etrun did can have ended it: the stop came after the other's end.
     // One that ended after etrun's stop reached it never goes before one that did not: times of
-    // different clocks (the launcher's, an agent's translated) may be a millisecond apart.
+    // different clocks (the launcher's, each agent's translated) are apart by as much as the
+    // agents' hellos took to arrive.
     spdlog::debug("rank {} on {} {}, before rank {} did", f.rank, f.host, f.status.Describe(),
                   first_failure_->rank);
     first_failure_ = f;
