@@ -9,7 +9,7 @@
 //    driver calls Init/Resize/Erase; its callbacks post to the driver's loop;
 //  - everything the elastic driver owns (rounds, the rank_and_size barrier, worker registrations,
 //    the notifier) is touched on the driver's loop only: the handler reaches it through
-//    rendezvous::PostedHooks, and the driver's replies hop back onto each connection's strand.
+//    rendezvous::PostedHooks, and the driver's replies hop back onto each connection's shard (its thread).
 // Owner's thread (the driver's) only.
 #ifndef ETRUN_LAUNCHER_RENDEZVOUS_SERVICE_H_
 #define ETRUN_LAUNCHER_RENDEZVOUS_SERVICE_H_
@@ -32,7 +32,8 @@ int RendezvousThreads(const JobConfig& config, const std::vector<std::string>& e
 
 class RendezvousService {
  public:
-  explicit RendezvousService(int threads) : threads_(threads), deadlines_(service_.io().get_executor()) {}
+  explicit RendezvousService(int threads)
+      : threads_(threads), service_(threads), deadlines_(service_.io().get_executor()) {}
   ~RendezvousService() { Stop(); }
   RendezvousService(const RendezvousService&) = delete;
   RendezvousService& operator=(const RendezvousService&) = delete;

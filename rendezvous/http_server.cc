@@ -3,6 +3,7 @@
 #include "rendezvous/http_request.h"
 
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
@@ -13,7 +14,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
@@ -41,10 +41,6 @@ std::string ResponseHeader(int status, bool keep_alive, size_t length) {
 // Each set of things the accept loop logs once holds at most this many: an address seen
 // refused is not remembered past it (nor logged again), so no peer can grow it without end.
 constexpr size_t kMaxLogged = 1024;
-
-bool FirstTime(std::set<uint32_t>* seen, uint32_t key) {
-  return seen->size() < kMaxLogged && seen->insert(key).second;
-}
 
 // Answers written at accept, the request unread, and the connection closed.
 std::string Refusal(int status, const std::string& body) {
@@ -157,7 +153,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     handler_->Handle(std::move(request), [answer](HttpResponse response) { answer->Send(std::move(response)); });
   }
 
-  // Onto this connection's strand: at once when called there, else queued.
+  // Onto this connection's shard: at once when called on its thread, else queued.
   static void Deliver(const std::weak_ptr<Connection>& weak, HttpResponse response) {
     auto self = weak.lock();
     if (!self) return;
@@ -231,26 +227,43 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 };
 
 HttpServer::HttpServer(asio::io_context* io, HttpHandler* handler, HttpLimits limits)
-    : io_(io), handler_(handler), limits_(limits), acceptor_(*io), alive_(std::make_shared<bool>(true)) {}
+    : HttpServer(std::vector<asio::io_context*>{io}, handler, limits) {}
+
+HttpServer::HttpServer(std::vector<asio::io_context*> shards, HttpHandler* handler, HttpLimits limits)
+    : handler_(handler), limits_(limits), alive_(std::make_shared<bool>(true)) {
+  for (asio::io_context* shard : shards) listeners_.push_back(std::make_unique<Listener>(shard));
+}
 
 void HttpServer::set_local_user(uint32_t uid) {
   local_user_ = uid;
-  peer_uid_ = std::make_unique<PeerUid>();
+  for (auto& listener : listeners_) listener->peer_uid = std::make_unique<PeerUid>();
+}
+
+void HttpServer::TEST_LookUpOwnersInProc() {
+  for (auto& listener : listeners_) listener->peer_uid->TEST_UseProc();
+}
+
+bool HttpServer::FirstTime(std::set<uint32_t>* seen, uint32_t key) {
+  std::lock_guard<std::mutex> lock(log_mu_);
+  return seen->size() < kMaxLogged && seen->insert(key).second;
 }
 
 HttpServer::~HttpServer() {
   Stop();
-  std::unordered_map<Connection*, std::weak_ptr<Connection>> waiting;
-  {
-    std::lock_guard<std::mutex> lock(held_->mu);
-    waiting.swap(held_->waiting);
-  }
-  for (auto& [address, weak] : waiting) {
-    if (auto connection = weak.lock()) connection->Abandon();
+  for (auto& listener : listeners_) {
+    std::unordered_map<Connection*, std::weak_ptr<Connection>> waiting;
+    {
+      std::lock_guard<std::mutex> lock(listener->held->mu);
+      waiting.swap(listener->held->waiting);
+    }
+    for (auto& [address, weak] : waiting) {
+      if (auto connection = weak.lock()) connection->Abandon();
+    }
   }
 }
 
-bool OpenListener(tcp::acceptor& acceptor, const std::string& address, int port, std::string* err) {
+bool OpenListener(tcp::acceptor& acceptor, const std::string& address, int port, std::string* err,
+                  bool reuse_port) {
   beast::error_code ec;
   auto ip = asio::ip::make_address_v4(address, ec);
   if (ec) {
@@ -260,6 +273,11 @@ bool OpenListener(tcp::acceptor& acceptor, const std::string& address, int port,
   tcp::endpoint endpoint(ip, static_cast<unsigned short>(port));
   acceptor.open(endpoint.protocol(), ec);
   if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  int one = 1;
+  if (!ec && reuse_port &&
+      setsockopt(acceptor.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+    ec.assign(errno, asio::error::get_system_category());
+  }
   if (!ec) acceptor.bind(endpoint, ec);
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
@@ -270,48 +288,58 @@ bool OpenListener(tcp::acceptor& acceptor, const std::string& address, int port,
 }
 
 bool HttpServer::Listen(const std::string& address, int port, std::string* err) {
-  if (!OpenListener(acceptor_, address, port, err)) return false;
-  port_ = acceptor_.local_endpoint().port();
+  // The first listener takes the port (any free one for 0); the others join it.
+  bool shared = listeners_.size() > 1;
+  for (auto& listener : listeners_) {
+    if (!OpenListener(listener->acceptor, address, port, err, shared)) {
+      for (auto& opened : listeners_) opened->acceptor.close();
+      return false;
+    }
+    port = listener->acceptor.local_endpoint().port();
+  }
+  port_ = port;
   limits_ = Applied(limits_);
   caps_ = std::make_shared<ServerCaps>(limits_.max_connections, limits_.max_connections_per_peer,
                                        limits_.max_body_bytes_in_flight);
-  Accept();
+  for (auto& listener : listeners_) Accept(listener.get());
   return true;
 }
 
 void HttpServer::Stop() {
   beast::error_code ignored;
-  acceptor_.close(ignored);
+  for (auto& listener : listeners_) listener->acceptor.close(ignored);
   alive_.reset();
 }
 
-void HttpServer::Accept() {
+void HttpServer::Accept(Listener* listener) {
   std::weak_ptr<bool> alive = alive_;
-  // Each connection gets a strand of its own (see the header); the accept chain is one handler
-  // at a time.
-  acceptor_.async_accept(asio::make_strand(*io_), [this, alive](beast::error_code ec, tcp::socket socket) {
+  // Each connection stays on its listener's shard, whose one thread runs all its handlers; the
+  // accept chain is one handler at a time.
+  listener->acceptor.async_accept(*listener->io, [this, alive, listener](beast::error_code ec, tcp::socket socket) {
     if (!alive.lock()) return;
     if (!ec) {
       std::vector<tcp::socket> sockets;
       sockets.push_back(std::move(socket));
-      if (peer_uid_ && peer_uid_->using_proc()) TakePending(&sockets);  // one /proc reading for all
-      Admit(std::move(sockets));
+      if (listener->peer_uid && listener->peer_uid->using_proc()) {
+        TakePending(listener, &sockets);  // one /proc reading for all
+      }
+      Admit(listener, std::move(sockets));
     } else if (ec == asio::error::no_descriptors || ec.value() == ENFILE || ec == asio::error::no_buffer_space ||
                ec == asio::error::no_memory) {
       // Out of descriptors: the pending connection stays queued; try again shortly instead of
       // spinning on accept. Open connections keep being served meanwhile.
-      if (!out_of_descriptors_) {
+      if (!listener->out_of_descriptors) {
         spdlog::warn("rendezvous server: cannot accept more connections ({}); retrying", ec.message());
       }
-      out_of_descriptors_ = true;
-      auto timer = std::make_shared<asio::steady_timer>(*io_, std::chrono::milliseconds(100));
-      timer->async_wait([this, alive, timer](beast::error_code) {
-        if (alive.lock() && acceptor_.is_open()) Accept();
+      listener->out_of_descriptors = true;
+      auto timer = std::make_shared<asio::steady_timer>(*listener->io, std::chrono::milliseconds(100));
+      timer->async_wait([this, alive, timer, listener](beast::error_code) {
+        if (alive.lock() && listener->acceptor.is_open()) Accept(listener);
       });
       return;
     }
-    if (!ec) out_of_descriptors_ = false;
-    if (acceptor_.is_open()) Accept();
+    if (!ec) listener->out_of_descriptors = false;
+    if (listener->acceptor.is_open()) Accept(listener);
   });
 }
 
@@ -322,17 +350,17 @@ struct HttpServer::Arrival {
   bool ask_owner = false;  // from this machine: its owner is looked up
 };
 
-void HttpServer::TakePending(std::vector<tcp::socket>* sockets) {
+void HttpServer::TakePending(Listener* listener, std::vector<tcp::socket>* sockets) {
   beast::error_code ec;
-  acceptor_.non_blocking(true, ec);  // accept below returns would_block when none is waiting
+  listener->acceptor.non_blocking(true, ec);  // accept below returns would_block when none is waiting
   while (!ec && sockets->size() < 1024) {
-    tcp::socket more(asio::make_strand(*io_));
-    acceptor_.accept(more, ec);  // an error other than would_block comes again to async_accept
+    tcp::socket more(*listener->io);
+    listener->acceptor.accept(more, ec);  // an error other than would_block comes again to async_accept
     if (!ec) sockets->push_back(std::move(more));
   }
 }
 
-void HttpServer::Admit(std::vector<tcp::socket> sockets) {
+void HttpServer::Admit(Listener* listener, std::vector<tcp::socket> sockets) {
   std::vector<Arrival> arrivals;
   std::vector<TcpFourTuple> asks;
   for (tcp::socket& socket : sockets) {
@@ -358,7 +386,7 @@ void HttpServer::Admit(std::vector<tcp::socket> sockets) {
   // Every connection asked about is held open until its answer is used (see peer_uid.h).
   std::string err;
   std::vector<std::optional<uint32_t>> owners;
-  if (!asks.empty()) owners = peer_uid_->FindAll(asks, &err);
+  if (!asks.empty()) owners = listener->peer_uid->FindAll(asks, &err);
   size_t next = 0;
   for (Arrival& arrival : arrivals) {
     if (arrival.ask_owner && !IsJobUser(arrival, owners[next++], err)) {
@@ -377,17 +405,18 @@ void HttpServer::Admit(std::vector<tcp::socket> sockets) {
         Refuse(std::move(arrival.socket), kPeerFull);
         continue;
       case ServerCaps::Verdict::kTotalFull:
-        if (!warned_total_) {
+        if (std::lock_guard<std::mutex> lock(log_mu_); !warned_total_) {
+          warned_total_ = true;
           spdlog::warn("refused rendezvous connections: {} are open, the most the store serves at once",
                        caps_->max_connections());
         }
-        warned_total_ = true;
         Refuse(std::move(arrival.socket), kTotalFull);
         continue;
     }
     beast::error_code ignored;
     arrival.socket.set_option(tcp::no_delay(true), ignored);
-    std::make_shared<Connection>(std::move(arrival.socket), handler_, limits_, alive_, held_, caps_, arrival.address)
+    std::make_shared<Connection>(std::move(arrival.socket), handler_, limits_, alive_, listener->held, caps_,
+                                 arrival.address)
         ->Start();
   }
 }
@@ -398,7 +427,7 @@ bool HttpServer::IsJobUser(const Arrival& arrival, const std::optional<uint32_t>
     spdlog::warn("refused rendezvous connections from user {} on this machine (only the job's user may "
                  "use its store)",
                  *uid);
-  } else if (!uid && !warned_unknown_owner_) {
+  } else if (std::lock_guard<std::mutex> lock(log_mu_); !uid && !warned_unknown_owner_) {
     warned_unknown_owner_ = true;
     spdlog::warn("refused a rendezvous connection from {}:{} on this machine: cannot tell which user it "
                  "belongs to ({}); only the job's user may use its store",

@@ -19,13 +19,15 @@
 // The handler may answer later (rank_and_size is held until a barrier opens; a GET of a missing
 // key until it is set), from any thread.
 //
-// Threads. The io_context may be run by one thread (etrun's control endpoint, on the driver's
-// loop) or by several (the rendezvous store, rendezvous/service_threads.h). Each connection lives
-// on its own strand: its reads, writes and timers never run concurrently, and `respond` hops onto
-// that strand from whichever thread calls it. The accept loop is one chain of handlers. The
-// handler is called on the connection's strand, so with several threads it is called
-// concurrently and must be thread-safe itself (KvHandler is: KvStore has its own mutex; the
-// elastic routes post what the driver owns to the driver's loop, see elastic_handler.h).
+// Threads. The server serves on one io_context (etrun's control endpoint, on the driver's loop)
+// or on several shards (the rendezvous store, rendezvous/service_threads.h), each run by one
+// thread at a time. Each shard has a listener of its own on the same port (SO_REUSEPORT: the
+// kernel spreads new connections over them), and each connection lives on its listener's shard:
+// its reads, writes and timers run on that one thread, and `respond` hops onto it from whichever
+// thread calls it. Each accept loop is one chain of handlers. The handler is called on the
+// connection's shard, so with several shards it is called concurrently and must be thread-safe
+// itself (KvHandler is: KvStore has its own mutex; the elastic routes post what the driver owns
+// to the driver's loop, see elastic_handler.h).
 // Listen, Stop and set_access are the owner's calls: before the io_context's threads run, on its
 // one thread, or after they stopped.
 //
@@ -99,12 +101,20 @@ struct HttpLimits {
 // Opens `acceptor` and listens on IPv4 `address`:`port` (0: a free port) with SO_REUSEADDR and the
 // kernel's longest backlog: the rendezvous store's and the control endpoints' listeners. False,
 // with one line in *err naming the address, when it cannot.
+// Opens, binds and listens; with `reuse_port`, SO_REUSEPORT first (other sockets of this user
+// that set it too may then listen on the same port). Returns false and sets *err on failure.
 bool OpenListener(boost::asio::ip::tcp::acceptor& acceptor, const std::string& address, int port,
-                  std::string* err);
+                  std::string* err, bool reuse_port = false);
 
 class HttpServer {
  public:
+  // Serves on `io` alone. REQUIRES: one thread at a time runs `io` (a connection's handlers
+  // share no strand).
   HttpServer(boost::asio::io_context* io, HttpHandler* handler, HttpLimits limits = {});
+  // Serves on every shard: a listener on each (SO_REUSEPORT on one port when there are several;
+  // the kernel spreads new connections over them), each connection on its listener's shard.
+  // REQUIRES: `shards` not empty; one thread at a time runs each (ServiceThreads::shards()).
+  HttpServer(std::vector<boost::asio::io_context*> shards, HttpHandler* handler, HttpLimits limits = {});
   // Frees the connections still waiting on the handler's answer (a held GET, a barrier): they
   // keep themselves alive until answered, so only this ends them. REQUIRES: no thread runs the
   // io_context's handlers (its threads joined), or only the calling thread does.
@@ -135,7 +145,10 @@ class HttpServer {
   const ServerCaps* caps() const { return caps_.get(); }
 
   // Looks owners up in /proc, as where netlink is refused. REQUIRES: set_local_user. For tests.
-  void TEST_LookUpOwnersInProc() { peer_uid_->TEST_UseProc(); }
+  void TEST_LookUpOwnersInProc();
+
+  // The number of listeners (one per shard). For tests.
+  size_t listener_count() const { return listeners_.size(); }
 
  private:
   class Connection;
@@ -146,34 +159,42 @@ class HttpServer {
     std::unordered_map<Connection*, std::weak_ptr<Connection>> waiting;
   };
   struct Arrival;
-  void Accept();
+  // One shard's accept loop: its acceptor, and what only that loop touches.
+  struct Listener {
+    explicit Listener(boost::asio::io_context* shard) : io(shard), acceptor(*shard) {}
+    boost::asio::io_context* io;
+    boost::asio::ip::tcp::acceptor acceptor;
+    std::unique_ptr<PeerUid> peer_uid;  // with local_user_
+    bool out_of_descriptors = false;    // warned about EMFILE on accept
+    std::shared_ptr<Held> held = std::make_shared<Held>();  // this shard's connections
+  };
+  void Accept(Listener* listener);
   // Takes every connection already waiting to be accepted too (up to a bound), so that owners
-  // looked up in /proc cost one reading for all of them. Accept loop only.
-  void TakePending(std::vector<boost::asio::ip::tcp::socket>* sockets);
+  // looked up in /proc cost one reading for all of them. The listener's accept loop only.
+  void TakePending(Listener* listener, std::vector<boost::asio::ip::tcp::socket>* sockets);
   // Admits new connections, or answers each at once and closes it (set_access, set_local_user,
-  // the caps). Accept loop only.
-  void Admit(std::vector<boost::asio::ip::tcp::socket> sockets);
+  // the caps). The listener's accept loop only.
+  void Admit(Listener* listener, std::vector<boost::asio::ip::tcp::socket> sockets);
   bool IsJobUser(const Arrival& arrival, const std::optional<uint32_t>& uid, const std::string& err);
   void Refuse(boost::asio::ip::tcp::socket socket, const std::string& response);
+  // True the first time `key` is seen in `seen` (at most kMaxLogged kept), under log_mu_.
+  bool FirstTime(std::set<uint32_t>* seen, uint32_t key);
 
-  boost::asio::io_context* io_;
   HttpHandler* handler_;
   HttpLimits limits_;
-  boost::asio::ip::tcp::acceptor acceptor_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
   int port_ = 0;
   const AccessList* access_ = nullptr;
   std::optional<uint32_t> local_user_;
-  std::unique_ptr<PeerUid> peer_uid_;  // with local_user_; the accept loop's
-  std::shared_ptr<ServerCaps> caps_;   // shared with the connections, which may outlive us
-  // What the accept loop has logged (each at most kMaxLogged entries: beyond, not logged).
-  bool out_of_descriptors_ = false;  // warned about EMFILE on accept
-  std::set<uint32_t> refused_;       // addresses refused by the access list
+  std::shared_ptr<ServerCaps> caps_;  // shared with the connections, which may outlive us
+  // What the accept loops have logged (each set at most kMaxLogged entries: beyond, not logged).
+  std::mutex log_mu_;
+  std::set<uint32_t> refused_;        // addresses refused by the access list
   std::set<uint32_t> refused_users_;  // uids refused on this machine
-  std::set<uint32_t> capped_;        // addresses past the per-peer cap
+  std::set<uint32_t> capped_;         // addresses past the per-peer cap
   bool warned_unknown_owner_ = false;
   bool warned_total_ = false;
   std::shared_ptr<bool> alive_;
-  std::shared_ptr<Held> held_ = std::make_shared<Held>();
 };
 
 }  // namespace etrun::rendezvous

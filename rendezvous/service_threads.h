@@ -1,12 +1,18 @@
-// ServiceThreads: an io_context of its own and the threads that run it, for the rendezvous
-// store's HTTP server (so a storm of Gloo requests never delays the driver's loop: rank output,
-// supervision, heartbeats). Start(n) runs n threads; Stop() stops the io_context and joins them
-// (handlers not yet run are dropped; the io_context's objects may then be destroyed from the
-// owner's thread). Owner's thread only, except io(), which any thread may post to.
+// ServiceThreads: io_contexts of their own and one thread for each, for the rendezvous store's
+// HTTP server (so a storm of Gloo requests never delays the driver's loop: rank output,
+// supervision, heartbeats). Each thread runs one io_context (a shard) alone: the server gives
+// each shard a listener of its own (SO_REUSEPORT), and a connection lives on its shard's
+// thread, so its handlers never need a strand and no two threads share a scheduler's lock.
+// (One io_context run by every thread cost 8x the CPU of one thread on 16 cores: 217 against
+// 26 us a request, docs/rendezvous.md.) Start() runs the threads; Stop() stops the io_contexts
+// and joins them (handlers not yet run are dropped; the io_contexts' objects may then be destroyed
+// from the owner's thread). Owner's thread only, except io() and shards(), which any thread may
+// post to.
 #ifndef ETRUN_RENDEZVOUS_SERVICE_THREADS_H_
 #define ETRUN_RENDEZVOUS_SERVICE_THREADS_H_
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,15 +27,19 @@ int ServiceThreadCount(int requested);
 
 class ServiceThreads {
  public:
-  ServiceThreads() = default;
+  // `count` shards (at least 1), each to be run by a thread of its own once started.
+  explicit ServiceThreads(int count = 1);
   ~ServiceThreads() { Stop(); }
   ServiceThreads(const ServiceThreads&) = delete;
   ServiceThreads& operator=(const ServiceThreads&) = delete;
 
-  boost::asio::io_context& io() { return io_; }
+  // The first shard: for what is not a connection (deadlines, timers).
+  boost::asio::io_context& io() { return *shards_.front(); }
+  // Every shard, the first one first: for the server's listeners.
+  std::vector<boost::asio::io_context*> shards();
 
-  // Runs `count` threads on io() until Stop. REQUIRES: not started.
-  void Start(int count);
+  // Runs one thread on each shard until Stop. REQUIRES: not started.
+  void Start();
 
   // Stops and joins the threads; idempotent.
   void Stop();
@@ -41,8 +51,9 @@ class ServiceThreads {
   double cpu_seconds() const { return static_cast<double>(cpu_us_.load()) / 1e6; }
 
  private:
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{io_.get_executor()};
+  using WorkGuard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
+  std::vector<std::unique_ptr<boost::asio::io_context>> shards_;
+  std::vector<WorkGuard> work_;
   std::vector<std::thread> threads_;
   std::atomic<long long> cpu_us_{0};
 };

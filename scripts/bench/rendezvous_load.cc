@@ -107,10 +107,12 @@ std::string ValueOf(int rank, size_t bytes) {
 // with held GETs, as launcher/rendezvous_service.h runs it.
 class ServerStack {
  public:
-  ServerStack(int world_size, int hold_ms)
-      : deadlines_(threads_.io().get_executor()),
+  ServerStack(int world_size, int hold_ms, int threads)
+      : thread_count_(rendezvous::ServiceThreadCount(threads)),
+        threads_(thread_count_),
+        deadlines_(threads_.io().get_executor()),
         handler_(&store_, &deadlines_, std::chrono::milliseconds(hold_ms)),
-        server_(&threads_.io(), &handler_) {
+        server_(threads_.shards(), &handler_) {
     std::vector<rendezvous::SlotInfo> plan;
     std::string err;
     rendezvous::Assign({{"localhost", world_size}}, world_size, std::nullopt, &plan, &err);
@@ -118,10 +120,7 @@ class ServerStack {
   }
   bool Listen(int port, std::string* err) { return server_.Listen("127.0.0.1", port, err); }
   int port() const { return server_.port(); }
-  void Start(int threads) {
-    thread_count_ = rendezvous::ServiceThreadCount(threads);
-    threads_.Start(thread_count_);
-  }
+  void Start() { threads_.Start(); }
   // Joins the threads; then the server's CPU time is known.
   void Stop() {
     threads_.Stop();
@@ -132,12 +131,12 @@ class ServerStack {
   rendezvous::KvStore& store() { return store_; }
 
  private:
+  int thread_count_;
   rendezvous::ServiceThreads threads_;
   rendezvous::AsioDeadlines deadlines_;
   rendezvous::KvStore store_;
   rendezvous::KvHandler handler_;
   rendezvous::HttpServer server_;
-  int thread_count_ = 0;
 };
 
 // What all simulated workers share. Read-only during the run except the atomics and `error`.
@@ -428,12 +427,12 @@ int RunScope(const Options& opt) {
     std::fprintf(stderr, "etrun_rendezvous_bench: error: %s\n", err.c_str());
     return 1;
   }
-  ServerStack server(opt.n, opt.hold_ms);  // unused with --connect
+  ServerStack server(opt.n, opt.hold_ms, opt.connect_port == 0 ? opt.server_threads : 1);  // unused with --connect
   if (opt.connect_port == 0 && !server.Listen(0, &err)) {
     std::fprintf(stderr, "etrun_rendezvous_bench: error: %s\n", err.c_str());
     return 1;
   }
-  if (opt.connect_port == 0) server.Start(opt.server_threads);
+  if (opt.connect_port == 0) server.Start();
   const int port = opt.connect_port > 0 ? opt.connect_port : server.port();
 
   asio::io_context io;
@@ -528,14 +527,14 @@ int RunScope(const Options& opt) {
 }
 
 int RunServe(const Options& opt) {
-  ServerStack server(16, opt.hold_ms);
+  ServerStack server(16, opt.hold_ms, opt.server_threads);
   server.store().Put("global", "0", ValueOf(0, 100));
   std::string err;
   if (!server.Listen(opt.port, &err)) {
     std::fprintf(stderr, "etrun_rendezvous_bench: error: %s\n", err.c_str());
     return 1;
   }
-  server.Start(opt.server_threads);
+  server.Start();
   std::printf("port %d\n", server.port());
   std::fflush(stdout);
   asio::io_context io;

@@ -275,7 +275,14 @@ class PoolJob:
         return "\n".join(self.errors.texts()[-40:])
 
     def finish(self, timeout=180):
-        code = self.proc.wait(timeout=timeout)
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # Still running: the assertion's message then shows where it stands (the last steps of
+            # each rank and etrun's own lines) instead of only the timeout.
+            steps = [t for t in self.out.texts() if "<stdout>:" in t][-12:]
+            pytest.fail(f"job {self.proc.args[4]} still running after {timeout} s; last lines:\n"
+                        + "\n".join(steps) + "\n" + self.err(), pytrace=False)
         self.out.thread.join(timeout=10)
         self.errors.thread.join(timeout=10)
         return code

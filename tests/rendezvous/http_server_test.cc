@@ -162,14 +162,15 @@ TEST_CASE("Horovod's Python client (Connection: close) gets one answer and a clo
 TEST_CASE("on several threads, a held GET is answered through the socket by another client's PUT") {
   // Given the store's setup (ServiceThreads, held GETs), a GET of a missing key waits on one
   // connection until a PUT on another sets it; a key never set gets 404 at the bound.
-  etrun::rendezvous::ServiceThreads threads;
+  etrun::rendezvous::ServiceThreads threads(4);
   etrun::rendezvous::AsioDeadlines deadlines(threads.io().get_executor());
   KvStore store;
   KvHandler handler(&store, &deadlines, std::chrono::milliseconds(300));
-  HttpServer server(&threads.io(), &handler);
+  HttpServer server(threads.shards(), &handler);
   std::string err;
   REQUIRE(server.Listen("127.0.0.1", 0, &err));
-  threads.Start(4);
+  CHECK(server.listener_count() == 4);
+  threads.Start();
   std::string held;
   std::thread getter([&] { held = Exchange(server.port(), CppClient("GET", "/global/7")); });
   while (store.waiter_count() == 0) std::this_thread::yield();  // the GET is held
