@@ -66,13 +66,13 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
   // Counted in `caps` (admitted from `address`) until destroyed.
   Connection(tcp::socket socket, HttpHandler* handler, const HttpLimits& limits,
-             std::weak_ptr<bool> server_alive, std::shared_ptr<Held> held,
+             std::weak_ptr<bool> server_alive, std::shared_ptr<Shard> shard,
              std::shared_ptr<ServerCaps> caps, uint32_t address)
-      : stream_(std::move(socket)),
+      : socket_(std::move(socket)),
         handler_(handler),
         limits_(limits),
         server_alive_(server_alive),
-        held_(std::move(held)),
+        shard_(std::move(shard)),
         caps_(std::move(caps)),
         address_(address) {}
 
@@ -90,8 +90,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
     parser_->body_limit(limits_.max_body_bytes);
     // One deadline for the whole request, header and body: a slow sender is cut off with it.
-    stream_.expires_after(limits_.read_timeout);
-    http::async_read_header(stream_, buffer_, *parser_,
+    Arm();
+    http::async_read_header(socket_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
   }
 
@@ -125,7 +125,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
       return Reply({503, "the rendezvous store is receiving too much at once; try again\n"});
     }
     reserved_ = body;
-    http::async_read(stream_, buffer_, *parser_,
+    http::async_read(socket_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code read, size_t) { self->OnRead(read); });
   }
 
@@ -135,12 +135,12 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void OnRead(beast::error_code ec) {
+    Disarm();       // a held rank_and_size may wait for minutes
     ReleaseBody();  // the body now is the request's, then the store's (which counts its own)
     if (ec) {
       int status = StatusForReadError(ec);
       return status == 0 ? Close() : Reply({status, ""});
     }
-    stream_.expires_never();  // a held rank_and_size may wait for minutes
     HttpRequest request;
     if (int status = AcceptRequest(parser_->release(), &request, &keep_alive_); status != 0) {
       return Reply({status, ""});
@@ -157,7 +157,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   static void Deliver(const std::weak_ptr<Connection>& weak, HttpResponse response) {
     auto self = weak.lock();
     if (!self) return;
-    asio::dispatch(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
+    asio::dispatch(self->socket_.get_executor(), [self, response = std::move(response)]() mutable {
       self->Reply(std::move(response));
     });
   }
@@ -175,8 +175,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     const std::string& body = shared_body_ ? *shared_body_ : body_;
     header_ = ResponseHeader(response.status, keep, body.size());
     std::array<asio::const_buffer, 2> buffers{asio::buffer(header_), asio::buffer(body)};
-    stream_.expires_after(limits_.read_timeout);
-    asio::async_write(stream_, buffers, [self = shared_from_this(), keep](beast::error_code ec, size_t) {
+    Arm();
+    asio::async_write(socket_, buffers, [self = shared_from_this(), keep](beast::error_code ec, size_t) {
+      self->Disarm();
       self->shared_body_.reset();
       if (ec || !keep) return self->Close();
       self->Release();
@@ -187,28 +188,67 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void Close() {
+    Disarm();
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
     Release();
+  }
+
+  // Sets (or moves) the deadline of the read or write about to start. Past it, the shard's
+  // sweep closes the socket, which ends that operation (operation_aborted: closed unanswered,
+  // as a timed-out read). Only while an operation is pending (which holds us alive) are we in
+  // shard_->timed. The shard's thread only, as Disarm.
+  void Arm() {
+    deadline_ = std::chrono::steady_clock::now() + limits_.read_timeout;
+    if (!timed_) {
+      timed_ = true;
+      shard_->timed.insert(this);
+    }
+    Sweep(shard_, std::clamp(limits_.read_timeout / 10, std::chrono::milliseconds(5),
+                             std::chrono::milliseconds(250)));
+  }
+
+  void Disarm() {
+    if (!timed_) return;
+    timed_ = false;
+    shard_->timed.erase(this);
+  }
+
+  // Arms the shard's sweep unless armed: every `every`, it closes the sockets of the connections
+  // past their deadline, and stops once none has one.
+  static void Sweep(const std::shared_ptr<Shard>& shard, std::chrono::milliseconds every) {
+    if (shard->sweeping) return;
+    shard->sweeping = true;
+    shard->sweep.expires_after(every);
+    shard->sweep.async_wait([shard, every](beast::error_code ec) {
+      shard->sweeping = false;
+      if (ec) return;
+      auto now = std::chrono::steady_clock::now();
+      for (Connection* connection : shard->timed) {
+        beast::error_code ignored;
+        if (connection->deadline_ <= now) connection->socket_.close(ignored);
+      }
+      if (!shard->timed.empty()) Sweep(shard, every);
+    });
   }
 
   void Hold() {
     self_ = shared_from_this();
-    std::lock_guard<std::mutex> lock(held_->mu);
-    held_->waiting[this] = self_;
+    std::lock_guard<std::mutex> lock(shard_->mu);
+    shard_->waiting[this] = self_;
   }
 
   void Release() {
     if (!self_) return;
     {
-      std::lock_guard<std::mutex> lock(held_->mu);
-      held_->waiting.erase(this);
+      std::lock_guard<std::mutex> lock(shard_->mu);
+      shard_->waiting.erase(this);
     }
     self_.reset();  // may free us: last
   }
 
-  beast::tcp_stream stream_;
+  tcp::socket socket_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string header_;   // of the response being written
@@ -217,10 +257,12 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   HttpHandler* handler_;
   HttpLimits limits_;
   std::weak_ptr<bool> server_alive_;
-  std::shared_ptr<Held> held_;
+  std::shared_ptr<Shard> shard_;
   std::shared_ptr<Connection> self_;  // while the handler holds the answer (Hold)
   std::shared_ptr<ServerCaps> caps_;
   uint32_t address_;
+  std::chrono::steady_clock::time_point deadline_;  // of the pending read or write, when timed_
+  bool timed_ = false;  // in shard_->timed
   size_t reserved_ = 0;  // body bytes reserved in caps_
   bool replied_ = false;
   bool keep_alive_ = false;
@@ -253,8 +295,8 @@ HttpServer::~HttpServer() {
   for (auto& listener : listeners_) {
     std::unordered_map<Connection*, std::weak_ptr<Connection>> waiting;
     {
-      std::lock_guard<std::mutex> lock(listener->held->mu);
-      waiting.swap(listener->held->waiting);
+      std::lock_guard<std::mutex> lock(listener->shard->mu);
+      waiting.swap(listener->shard->waiting);
     }
     for (auto& [address, weak] : waiting) {
       if (auto connection = weak.lock()) connection->Abandon();
@@ -415,7 +457,7 @@ void HttpServer::Admit(Listener* listener, std::vector<tcp::socket> sockets) {
     }
     beast::error_code ignored;
     arrival.socket.set_option(tcp::no_delay(true), ignored);
-    std::make_shared<Connection>(std::move(arrival.socket), handler_, limits_, alive_, listener->held, caps_,
+    std::make_shared<Connection>(std::move(arrival.socket), handler_, limits_, alive_, listener->shard, caps_,
                                  arrival.address)
         ->Start();
   }

@@ -44,10 +44,12 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "rendezvous/access_list.h"
 #include "rendezvous/peer_uid.h"
@@ -152,21 +154,27 @@ class HttpServer {
 
  private:
   class Connection;
-  // Connections waiting on the handler's answer, by address; shared with them, since a
-  // connection may outlive the server.
-  struct Held {
+  // One shard's connections, shared with them (a connection may outlive the server):
+  //  - those waiting on the handler's answer, by address (any thread, under mu);
+  //  - those reading a request or writing an answer, each with its deadline (the shard's thread
+  //    only): one timer sweeps them, closing the late ones, instead of a timer per read and write.
+  struct Shard {
+    explicit Shard(boost::asio::io_context* io) : sweep(*io) {}
     std::mutex mu;
     std::unordered_map<Connection*, std::weak_ptr<Connection>> waiting;
+    std::unordered_set<Connection*> timed;
+    boost::asio::steady_timer sweep;
+    bool sweeping = false;  // sweep is armed
   };
   struct Arrival;
   // One shard's accept loop: its acceptor, and what only that loop touches.
   struct Listener {
-    explicit Listener(boost::asio::io_context* shard) : io(shard), acceptor(*shard) {}
+    explicit Listener(boost::asio::io_context* context) : io(context), acceptor(*context) {}
     boost::asio::io_context* io;
     boost::asio::ip::tcp::acceptor acceptor;
     std::unique_ptr<PeerUid> peer_uid;  // with local_user_
     bool out_of_descriptors = false;    // warned about EMFILE on accept
-    std::shared_ptr<Held> held = std::make_shared<Held>();  // this shard's connections
+    std::shared_ptr<Shard> shard = std::make_shared<Shard>(io);  // this shard's connections
   };
   void Accept(Listener* listener);
   // Takes every connection already waiting to be accepted too (up to a bound), so that owners

@@ -302,6 +302,23 @@ TEST_CASE("idle connections and slow senders are cut off at the read timeout") {
   CHECK_FALSE(s.store.Get("global", "0").has_value());
 }
 
+TEST_CASE("a client that stops reading its answer is cut off at the timeout") {
+  // Given a 300 ms timeout and a 16 MB value, a GET whose client never reads fills the socket's
+  // buffers and stalls the server's write: the connection is closed by the deadline and its
+  // count freed; the client then finds less than the whole answer.
+  GuardedServer s(geteuid(), {.read_timeout = std::chrono::milliseconds(300)});
+  std::string value(16 << 20, 'v');
+  REQUIRE(s.store.Put("global", "big", value));
+  int stalled = Connect(s.server.port());
+  REQUIRE(stalled >= 0);
+  std::string get = CppClient("GET", "/global/big");
+  REQUIRE(send(stalled, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size()));
+  REQUIRE(WaitFor([&] { return s.server.caps()->connections() == 1; }));
+  CHECK(WaitFor([&] { return s.server.caps()->connections() == 0; }));
+  CHECK(ReadAll(stalled).size() < value.size());
+  close(stalled);
+}
+
 TEST_CASE("bodies past the bytes in flight are answered 503, not read") {
   // Given 100 bytes in flight at most from one address (400 in all), a sender that announced 80
   // and is slow to send them holds them: another PUT of 50 gets 503, one of 20 goes through;
