@@ -29,12 +29,11 @@ bool LocalSpawner::Start(const LaunchSpec& spec, SpawnedProcess* out, std::strin
     return false;
   }
   ChildOptions options;
-  // A session of its own, as horovodrun gives its ranks: where the kernel groups the scheduling
-  // of each session (autogroup), ranks sharing etrun's session would share one group's CPU
-  // against every other session on a busy machine; torch's import of two ranks under two other
-  // sessions' CPU burners took 2.9-4.4 s so against 1.7-2.3 s (docs/performance.md). The
-  // guardian still kills each rank's group (pgid = pid either way) if etrun is killed.
-  options.own_session = true;
+  // In etrun's session, a process group of its own. A session per rank (as horovodrun gives
+  // its workers) was tried and dropped: where the kernel schedules by session (autogroup), a
+  // group per rank made real Horovod's allreduce steps 1.4x slower on an idle machine and over
+  // 3x slower beside an idle-priority build (docs/performance.md, "A session per rank").
+  options.own_session = false;
   options.death_signal = spec.supervisor ? SIGTERM : SIGKILL;
   options.stdout_fd = out_pipe[1];
   options.stderr_fd = err_pipe[1];
