@@ -334,7 +334,8 @@ bool HttpServer::Listen(const std::string& address, int port, std::string* err) 
   bool shared = listeners_.size() > 1;
   for (auto& listener : listeners_) {
     if (!OpenListener(listener->acceptor, address, port, err, shared)) {
-      for (auto& opened : listeners_) opened->acceptor.close();
+      beast::error_code ignored;
+      for (auto& opened : listeners_) opened->acceptor.close(ignored);
       return false;
     }
     port = listener->acceptor.local_endpoint().port();
