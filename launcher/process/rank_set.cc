@@ -398,11 +398,8 @@ void RankSet::Kill(const Rank& r, int sig) const {
   if (r.remote != nullptr) return r.remote->SignalRank(r.id, sig);
   if (r.supervisor) {
     kill(r.process.pid, sig);
-  } else if (kill(-r.process.pid, sig) != 0 && errno == ESRCH && !r.exited) {
-    // Its session (and so its group) is not made yet: where vfork is a fork (ThreadSanitizer)
-    // the child may not have reached setsid() when the parent goes on. The process is there,
-    // unreaped, so its pid is still its own (after the reap the pid may be another's: never).
-    kill(r.process.pid, sig);
+  } else {
+    kill(-r.process.pid, sig);  // its group: the parent made it at the spawn (setpgid), before this
   }
 }
 
