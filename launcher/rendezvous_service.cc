@@ -27,7 +27,7 @@ int RendezvousThreads(const JobConfig& config, const std::vector<std::string>& e
 
 bool RendezvousService::Start(rendezvous::HttpHandler* handler, const std::string& address,
                               const rendezvous::AccessList* access, std::string* err) {
-  server_ = std::make_unique<rendezvous::HttpServer>(service_.shards(), handler);
+  server_ = std::make_unique<rendezvous::HttpServer>(service_.loops(), handler);
   server_->set_access(access);
   server_->set_local_user(geteuid());  // on this machine, only the job's user (etrun's own)
   if (!server_->Listen(address, 0, err)) return false;

@@ -33,7 +33,7 @@ int RendezvousThreads(const JobConfig& config, const std::vector<std::string>& e
 class RendezvousService {
  public:
   explicit RendezvousService(int threads)
-      : threads_(threads), service_(threads), deadlines_(service_.io().get_executor()) {}
+      : threads_(threads), service_(threads), deadlines_(&service_.loop()) {}
   ~RendezvousService() { Stop(); }
   RendezvousService(const RendezvousService&) = delete;
   RendezvousService& operator=(const RendezvousService&) = delete;
@@ -53,8 +53,8 @@ class RendezvousService {
 
  private:
   int threads_;
-  rendezvous::ServiceThreads service_;  // before server_: its io_context outlives the server
-  rendezvous::AsioDeadlines deadlines_;
+  rendezvous::ServiceThreads service_;  // before server_: its loops outlive the server
+  rendezvous::LoopDeadlines deadlines_;
   std::unique_ptr<rendezvous::HttpServer> server_;
 };
 

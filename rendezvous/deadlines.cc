@@ -1,16 +1,11 @@
 #include "rendezvous/deadlines.h"
 
-#include <memory>
-
-#include <boost/asio/steady_timer.hpp>
-
 namespace etrun::rendezvous {
 
-void AsioDeadlines::After(std::chrono::milliseconds delay, std::function<void()> fn) {
-  auto timer = std::make_shared<boost::asio::steady_timer>(executor_, delay);
-  timer->async_wait([timer, fn = std::move(fn)](const boost::system::error_code& ec) {
-    if (!ec) fn();
-  });
+void LoopDeadlines::After(std::chrono::milliseconds delay, std::function<void()> fn) {
+  if (loop_->InLoopThread()) return loop_->After(delay, std::move(fn));
+  // The timer is set on the loop's thread: a hop of microseconds, against a bound of a second.
+  loop_->Post([loop = loop_, delay, fn = std::move(fn)]() mutable { loop->After(delay, std::move(fn)); });
 }
 
 }  // namespace etrun::rendezvous

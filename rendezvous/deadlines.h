@@ -1,13 +1,14 @@
 // Deadlines: "call this after that long", the one timer the rendezvous handlers need (a held GET's
-// bound), as an interface so tests fire deadlines by hand instead of sleeping. AsioDeadlines runs
-// them on an executor (the store's threads). Thread-safe: After may be called from any thread.
+// bound), as an interface so tests fire deadlines by hand instead of sleeping. LoopDeadlines runs
+// them on an EventLoop (the store's first thread). Thread-safe: After may be called from any
+// thread.
 #ifndef ETRUN_RENDEZVOUS_DEADLINES_H_
 #define ETRUN_RENDEZVOUS_DEADLINES_H_
 
 #include <chrono>
 #include <functional>
 
-#include <boost/asio/any_io_executor.hpp>
+#include "rendezvous/event_loop.h"
 
 namespace etrun::rendezvous {
 
@@ -18,13 +19,13 @@ class Deadlines {
   virtual void After(std::chrono::milliseconds delay, std::function<void()> fn) = 0;
 };
 
-class AsioDeadlines : public Deadlines {
+class LoopDeadlines : public Deadlines {
  public:
-  explicit AsioDeadlines(boost::asio::any_io_executor executor) : executor_(std::move(executor)) {}
+  explicit LoopDeadlines(EventLoop* loop) : loop_(loop) {}
   void After(std::chrono::milliseconds delay, std::function<void()> fn) override;
 
  private:
-  boost::asio::any_io_executor executor_;
+  EventLoop* loop_;
 };
 
 }  // namespace etrun::rendezvous

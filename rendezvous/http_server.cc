@@ -2,19 +2,22 @@
 
 #include "rendezvous/http_request.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <optional>
 
-#include <boost/asio/ip/address_v4.hpp>
 #include <boost/beast/core.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
 
@@ -62,40 +65,62 @@ HttpLimits Applied(HttpLimits limits) {
 
 }  // namespace
 
-class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
+// A connection's epoll events: edge-triggered, so a descriptor costs one epoll_ctl for its life
+// (a second only when an answer does not fit the socket at once: EPOLLOUT is added then).
+constexpr uint32_t kReadEvents = EPOLLIN | EPOLLRDHUP | EPOLLET;
+constexpr uint32_t kWriteEvents = kReadEvents | EPOLLOUT;
+
+class HttpServer::Connection : public Watcher, public std::enable_shared_from_this<Connection> {
  public:
   // Counted in `caps` (admitted from `address`) until destroyed.
-  Connection(tcp::socket socket, HttpHandler* handler, const HttpLimits& limits,
-             std::weak_ptr<bool> server_alive, std::shared_ptr<Shard> shard,
-             std::shared_ptr<ServerCaps> caps, uint32_t address)
-      : socket_(std::move(socket)),
+  Connection(int fd, HttpHandler* handler, const HttpLimits& limits, std::weak_ptr<bool> server_alive,
+             std::shared_ptr<Shard> shard, std::shared_ptr<ServerCaps> caps, uint32_t address)
+      : fd_(fd),
         handler_(handler),
         limits_(limits),
-        server_alive_(server_alive),
+        server_alive_(std::move(server_alive)),
         shard_(std::move(shard)),
         caps_(std::move(caps)),
         address_(address) {}
 
   ~Connection() {
+    if (fd_ >= 0) close(fd_);
     ReleaseBody();
     caps_->Release(address_);
   }
 
-  // The server is going away with no thread left to answer: drop the self-reference, so the
-  // connection is freed (its socket closed) once nothing else holds it.
-  void Abandon() { self_.reset(); }
+  // The server is going away with no thread left to answer: close the socket and drop the
+  // self-reference, so the connection is freed once nothing else holds it.
+  void Abandon() {
+    closed_ = true;
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+    auto last = std::move(self_);
+  }
 
   void Start() {
-    parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
-    parser_->body_limit(limits_.max_body_bytes);
-    // One deadline for the whole request, header and body: a slow sender is cut off with it.
-    Arm();
-    http::async_read_header(socket_, buffer_, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+    self_ = shared_from_this();
+    shard_->open.insert(this);
+    // Bytes that came before this are reported at once. No read is tried first: measured, the
+    // request was almost never there yet when its connection was accepted (the client sends it
+    // once connect() returns), and each such read was a system call for nothing.
+    if (!Register(kReadEvents)) return Close(false);
+    BeginRequest();
+  }
+
+  void OnEvents(uint32_t events) override {
+    if (closed_) return;  // closed by an earlier event of this batch
+    // Reset, or hung up both ways: nobody is left to answer.
+    if (events & (EPOLLHUP | EPOLLERR)) return Close(true);
+    if (events & EPOLLIN) readable_ = true;
+    if (events & EPOLLRDHUP) peer_done_ = true;
+    if (state_ == State::kWriting && (events & EPOLLOUT)) return Write();
+    if (state_ == State::kReading && readable_) ReadMore();
   }
 
  private:
+  enum class State { kReading, kHandling, kWriting };
+
   // The answer to one request handed to the handler, shared by every copy of its `respond`: the
   // first call is sent; when the last copy goes uncalled, the client gets a 500 instead of
   // waiting forever (a handler that replaced a held request's callback, a queue dropped).
@@ -117,16 +142,103 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     std::atomic<bool> sent_{false};
   };
 
-  // The header is in: reserve the body's bytes before reading it (ServerCaps), or answer 503.
-  void OnHeader(beast::error_code ec) {
-    if (ec || parser_->is_done()) return OnRead(ec);
-    size_t body = BodyReservation(*parser_, limits_);
-    if (!caps_->ReserveBody(address_, body)) {
-      return Reply({503, "the rendezvous store is receiving too much at once; try again\n"});
+  // A new request: a fresh parser and one deadline for the whole request, header and body (a
+  // slow sender is cut off with it; an idle keep-alive client too). Bytes already here (a
+  // pipelined request) are parsed at once; otherwise the socket is read when epoll says so.
+  void BeginRequest() {
+    state_ = State::kReading;
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
+    parser_->body_limit(limits_.max_body_bytes);
+    parser_->eager(true);
+    received_ = 0;
+    Arm();
+    if (!pending_.empty()) {
+      std::string bytes = std::move(pending_);
+      pending_.clear();
+      if (!Feed(bytes.data(), bytes.size())) return;
     }
-    reserved_ = body;
-    http::async_read(socket_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code read, size_t) { self->OnRead(read); });
+    if (state_ == State::kReading && readable_) ReadMore();
+  }
+
+  // Reads until the request is whole, the socket is drained, or the connection ends.
+  void ReadMore() {
+    std::vector<char>& buffer = shard_->scratch;
+    while (state_ == State::kReading && !closed_) {
+      ssize_t n = read(fd_, buffer.data(), buffer.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) readable_ = false;
+        else Close(true);  // reset
+        return;
+      }
+      if (n == 0) return OnEndOfStream();
+      // A short read drained the socket: the next bytes bring a new edge. Not so the end of the
+      // stream when it came with them (EPOLLRDHUP): reading on finds it.
+      if (static_cast<size_t>(n) < buffer.size() && !peer_done_) readable_ = false;
+      if (!Feed(buffer.data(), static_cast<size_t>(n))) return;
+      if (!readable_) return;
+    }
+  }
+
+  // The client closed its side. Mid-request, that is a malformed request (Beast's verdict, as
+  // when it read the socket itself); between requests, the end.
+  void OnEndOfStream() {
+    readable_ = false;
+    peer_done_ = true;
+    if (received_ == 0 && pending_.empty()) return Close(true);
+    beast::error_code ec;
+    parser_->put_eof(ec);
+    int status = ec ? StatusForReadError(ec) : 400;
+    return status == 0 ? Close(true) : Reply({status, ""});
+  }
+
+  // Gives `size` bytes to the parser: with what an incomplete header left before them, and
+  // keeping what follows a whole request (the next one). False once the connection is not
+  // reading any more (answered, handed on, or closed).
+  bool Feed(const char* data, size_t size) {
+    received_ += size;
+    std::string_view in(data, size);
+    if (!pending_.empty()) {  // the header so far: Beast wants it whole, from its first byte
+      pending_.append(data, size);
+      in = pending_;
+    }
+    while (!in.empty()) {
+      beast::error_code ec;
+      size_t used = parser_->put(asio::buffer(in.data(), in.size()), ec);
+      in.remove_prefix(used);
+      if (ec == http::error::need_more) break;
+      if (ec) {
+        pending_.clear();
+        int status = StatusForReadError(ec);
+        Reply({status == 0 ? 400 : status, ""});
+        return false;
+      }
+      if (parser_->is_header_done() && !reservation_checked_) {
+        // The header is in: reserve the body's bytes before reading it (ServerCaps), or 503.
+        reservation_checked_ = true;
+        size_t body = BodyReservation(*parser_, limits_);
+        if (!caps_->ReserveBody(address_, body)) {
+          pending_.clear();
+          Reply({503, "the rendezvous store is receiving too much at once; try again\n"});
+          return false;
+        }
+        reserved_ = body;
+      }
+      if (parser_->is_done()) {
+        std::string rest(in);  // a pipelined request, read with this one
+        pending_ = std::move(rest);
+        OnRequest();
+        return false;
+      }
+      if (used == 0) break;
+    }
+    // Whatever the parser left is the start of a header it needs whole.
+    if (in.data() != pending_.data() || in.size() != pending_.size()) {
+      std::string keep(in);
+      pending_ = std::move(keep);
+    }
+    return state_ == State::kReading && !closed_;
   }
 
   void ReleaseBody() {
@@ -134,21 +246,16 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     reserved_ = 0;
   }
 
-  void OnRead(beast::error_code ec) {
+  void OnRequest() {
     Disarm();       // a held rank_and_size may wait for minutes
     ReleaseBody();  // the body now is the request's, then the store's (which counts its own)
-    if (ec) {
-      int status = StatusForReadError(ec);
-      return status == 0 ? Close() : Reply({status, ""});
-    }
+    reservation_checked_ = false;
+    state_ = State::kHandling;
     HttpRequest request;
     if (int status = AcceptRequest(parser_->release(), &request, &keep_alive_); status != 0) {
       return Reply({status, ""});
     }
     if (server_alive_.expired()) return Reply({503, ""});
-    // Keep ourselves alive while the handler holds the answer; the server frees us if it goes
-    // first.
-    Hold();
     auto answer = std::make_shared<Answer>(shared_from_this());
     handler_->Handle(std::move(request), [answer](HttpResponse response) { answer->Send(std::move(response)); });
   }
@@ -157,9 +264,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   static void Deliver(const std::weak_ptr<Connection>& weak, HttpResponse response) {
     auto self = weak.lock();
     if (!self) return;
-    asio::dispatch(self->socket_.get_executor(), [self, response = std::move(response)]() mutable {
-      self->Reply(std::move(response));
-    });
+    EventLoop* loop = self->shard_->loop;
+    if (loop->InLoopThread()) return self->Reply(std::move(response));
+    loop->Post([self, response = std::move(response)]() mutable { self->Reply(std::move(response)); });
   }
 
   // Answers the current request. A client that asked for keep-alive (HTTP/1.1 without
@@ -167,38 +274,80 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   // else (errors included) closes after the response. The header and the body go out in one
   // gathered write; a shared body is written from the stored buffer itself.
   void Reply(HttpResponse response) {
-    if (replied_) return;
+    if (replied_ || closed_) return;
     replied_ = true;
-    bool keep = keep_alive_ && response.status < 400;
+    keep_ = keep_alive_ && response.status < 400;
     body_ = std::move(response.body);
     shared_body_ = std::move(response.shared_body);
+    header_ = ResponseHeader(response.status, keep_, (shared_body_ ? *shared_body_ : body_).size());
+    written_ = 0;
+    state_ = State::kWriting;
+    Write();
+  }
+
+  void Write() {
     const std::string& body = shared_body_ ? *shared_body_ : body_;
-    header_ = ResponseHeader(response.status, keep, body.size());
-    std::array<asio::const_buffer, 2> buffers{asio::buffer(header_), asio::buffer(body)};
-    Arm();
-    asio::async_write(socket_, buffers, [self = shared_from_this(), keep](beast::error_code ec, size_t) {
-      self->Disarm();
-      self->shared_body_.reset();
-      if (ec || !keep) return self->Close();
-      self->Release();
-      self->replied_ = false;
-      self->keep_alive_ = false;
-      self->Start();
-    });
-  }
-
-  void Close() {
+    const size_t total = header_.size() + body.size();
+    while (written_ < total) {
+      iovec iov[2];
+      int count = 0;
+      if (written_ < header_.size()) {
+        iov[count++] = {header_.data() + written_, header_.size() - written_};
+        iov[count++] = {const_cast<char*>(body.data()), body.size()};
+      } else {
+        iov[count++] = {const_cast<char*>(body.data()) + (written_ - header_.size()), total - written_};
+      }
+      msghdr message{};
+      message.msg_iov = iov;
+      message.msg_iovlen = static_cast<size_t>(count);
+      ssize_t n = sendmsg(fd_, &message, MSG_NOSIGNAL);
+      if (n >= 0) {
+        written_ += static_cast<size_t>(n);
+        continue;
+      }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return Close(true);
+      // The socket is full: wait for room, with the deadline a stalled reader is cut off by.
+      Arm();
+      if (!writable_events_) {
+        writable_events_ = true;
+        if (!Register(kWriteEvents)) return Close(true);
+      }
+      return;
+    }
     Disarm();
-    beast::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
-    Release();
+    shared_body_.reset();
+    body_.clear();
+    if (!keep_ || (peer_done_ && pending_.empty())) return Close(false);
+    replied_ = false;
+    keep_alive_ = false;
+    BeginRequest();
   }
 
-  // Sets (or moves) the deadline of the read or write about to start. Past it, the shard's
-  // sweep closes the socket, which ends that operation (operation_aborted: closed unanswered,
-  // as a timed-out read). Only while an operation is pending (which holds us alive) are we in
-  // shard_->timed. The shard's thread only, as Disarm.
+  // Adds the socket to the shard's epoll, or changes its events.
+  bool Register(uint32_t events) {
+    if (registered_) return shard_->loop->Modify(fd_, events, this);
+    registered_ = true;
+    return shard_->loop->Add(fd_, events, this);
+  }
+
+  // Closes the socket; the connection is freed once this event's batch is handled (another
+  // event of it may still name us). With the peer still there, the socket is shut down first,
+  // so an answer written before unread bytes (a 503, a 400) ends with FIN after its last byte.
+  void Close(bool peer_gone) {
+    if (closed_) return;
+    closed_ = true;
+    Disarm();
+    if (!peer_gone) shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+    fd_ = -1;
+    shard_->open.erase(this);
+    shard_->loop->Retire(std::move(self_));
+  }
+
+  // Sets (or moves) the deadline of the read or write in progress. Past it, the shard's sweep
+  // closes the connection (unanswered, as a timed-out read was). The shard's thread only, as
+  // Disarm.
   void Arm() {
     deadline_ = std::chrono::steady_clock::now() + limits_.read_timeout;
     if (!timed_) {
@@ -215,65 +364,61 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     shard_->timed.erase(this);
   }
 
-  // Arms the shard's sweep unless armed: every `every`, it closes the sockets of the connections
-  // past their deadline, and stops once none has one.
+  // Arms the shard's sweep unless armed: every `every`, it closes the connections past their
+  // deadline, and stops once none has one.
   static void Sweep(const std::shared_ptr<Shard>& shard, std::chrono::milliseconds every) {
     if (shard->sweeping) return;
     shard->sweeping = true;
-    shard->sweep.expires_after(every);
-    shard->sweep.async_wait([shard, every](beast::error_code ec) {
-      shard->sweeping = false;
-      if (ec) return;
+    shard->loop->After(every, [weak = std::weak_ptr<Shard>(shard), every] {
+      auto swept = weak.lock();
+      if (!swept) return;
+      swept->sweeping = false;
       auto now = std::chrono::steady_clock::now();
-      for (Connection* connection : shard->timed) {
-        beast::error_code ignored;
-        if (connection->deadline_ <= now) connection->socket_.close(ignored);
+      std::vector<Connection*> late;
+      for (Connection* connection : swept->timed) {
+        if (connection->deadline_ <= now) late.push_back(connection);
       }
-      if (!shard->timed.empty()) Sweep(shard, every);
+      for (Connection* connection : late) connection->Close(false);
+      if (!swept->timed.empty()) Sweep(swept, every);
     });
   }
 
-  void Hold() {
-    self_ = shared_from_this();
-    std::lock_guard<std::mutex> lock(shard_->mu);
-    shard_->waiting[this] = self_;
-  }
-
-  void Release() {
-    if (!self_) return;
-    {
-      std::lock_guard<std::mutex> lock(shard_->mu);
-      shard_->waiting.erase(this);
-    }
-    self_.reset();  // may free us: last
-  }
-
-  tcp::socket socket_;
-  beast::flat_buffer buffer_;
+  int fd_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::string pending_;  // read, not yet parsed: an incomplete header, or a pipelined request
+  size_t received_ = 0;  // bytes of the current request read so far
   std::string header_;   // of the response being written
   std::string body_;     // its body, unless shared_body_
   std::shared_ptr<const std::string> shared_body_;
+  size_t written_ = 0;   // of header_ then the body
   HttpHandler* handler_;
   HttpLimits limits_;
   std::weak_ptr<bool> server_alive_;
   std::shared_ptr<Shard> shard_;
-  std::shared_ptr<Connection> self_;  // while the handler holds the answer (Hold)
+  std::shared_ptr<Connection> self_;  // while open
   std::shared_ptr<ServerCaps> caps_;
   uint32_t address_;
-  std::chrono::steady_clock::time_point deadline_;  // of the pending read or write, when timed_
-  bool timed_ = false;  // in shard_->timed
+  std::chrono::steady_clock::time_point deadline_;  // of the read or write in progress, when timed_
+  State state_ = State::kReading;
+  bool timed_ = false;   // in shard_->timed
   size_t reserved_ = 0;  // body bytes reserved in caps_
+  bool reservation_checked_ = false;  // for the current request
+  bool readable_ = false;  // epoll said bytes came; not yet read to EAGAIN or a short read
+  bool peer_done_ = false;  // the client closed its side
+  bool registered_ = false;       // in the shard's epoll
+  bool writable_events_ = false;  // EPOLLOUT is registered
+  bool closed_ = false;
   bool replied_ = false;
-  bool keep_alive_ = false;
+  bool keep_alive_ = false;  // the client's request allows another
+  bool keep_ = false;        // the answer being written leaves the connection open
 };
 
-HttpServer::HttpServer(asio::io_context* io, HttpHandler* handler, HttpLimits limits)
-    : HttpServer(std::vector<asio::io_context*>{io}, handler, limits) {}
+HttpServer::HttpServer(EventLoop* loop, HttpHandler* handler, HttpLimits limits)
+    : HttpServer(std::vector<EventLoop*>{loop}, handler, limits) {}
 
-HttpServer::HttpServer(std::vector<asio::io_context*> shards, HttpHandler* handler, HttpLimits limits)
+HttpServer::HttpServer(std::vector<EventLoop*> shards, HttpHandler* handler, HttpLimits limits)
     : handler_(handler), limits_(limits), alive_(std::make_shared<bool>(true)) {
-  for (asio::io_context* shard : shards) listeners_.push_back(std::make_unique<Listener>(shard));
+  for (EventLoop* shard : shards) listeners_.push_back(std::make_unique<Listener>(this, shard));
 }
 
 void HttpServer::set_local_user(uint32_t uid) {
@@ -285,6 +430,12 @@ void HttpServer::TEST_LookUpOwnersInProc() {
   for (auto& listener : listeners_) listener->peer_uid->TEST_UseProc();
 }
 
+size_t HttpServer::open_count() const {
+  size_t open = 0;
+  for (const auto& listener : listeners_) open += listener->shard->open.size();
+  return open;
+}
+
 bool HttpServer::FirstTime(std::set<uint32_t>* seen, uint32_t key) {
   std::lock_guard<std::mutex> lock(log_mu_);
   return seen->size() < kMaxLogged && seen->insert(key).second;
@@ -293,36 +444,43 @@ bool HttpServer::FirstTime(std::set<uint32_t>* seen, uint32_t key) {
 HttpServer::~HttpServer() {
   Stop();
   for (auto& listener : listeners_) {
-    std::unordered_map<Connection*, std::weak_ptr<Connection>> waiting;
-    {
-      std::lock_guard<std::mutex> lock(listener->shard->mu);
-      waiting.swap(listener->shard->waiting);
-    }
-    for (auto& [address, weak] : waiting) {
-      if (auto connection = weak.lock()) connection->Abandon();
-    }
+    std::unordered_set<Connection*> open;
+    open.swap(listener->shard->open);
+    for (Connection* connection : open) connection->Abandon();
   }
 }
 
-bool OpenListener(tcp::acceptor& acceptor, const std::string& address, int port, std::string* err,
-                  bool reuse_port) {
-  beast::error_code ec;
-  auto ip = asio::ip::make_address_v4(address, ec);
-  if (ec) {
+int ListenSocket(const std::string& address, int port, bool reuse_port, std::string* err) {
+  in_addr ip{};
+  if (inet_pton(AF_INET, address.c_str(), &ip) != 1) {
     *err = "cannot listen on '" + address + "': not an IPv4 address";
-    return false;
+    return -1;
   }
-  tcp::endpoint endpoint(ip, static_cast<unsigned short>(port));
-  acceptor.open(endpoint.protocol(), ec);
-  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int one = 1;
-  if (!ec && reuse_port &&
-      setsockopt(acceptor.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
-    ec.assign(errno, asio::error::get_system_category());
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr = ip;
+  at.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+            (!reuse_port || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) == 0) &&
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0 &&
+            bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0 && listen(fd, SOMAXCONN) == 0;
+  if (!ok) {
+    *err = "cannot listen on " + address + ":" + std::to_string(port) + ": " + std::strerror(errno);
+    if (fd >= 0) close(fd);
+    return -1;
   }
-  if (!ec) acceptor.bind(endpoint, ec);
-  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  return fd;
+}
+
+bool OpenListener(tcp::acceptor& acceptor, const std::string& address, int port, std::string* err) {
+  int fd = ListenSocket(address, port, false, err);
+  if (fd < 0) return false;
+  beast::error_code ec;
+  acceptor.assign(tcp::v4(), fd, ec);
   if (ec) {
+    close(fd);
     *err = "cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message();
     return false;
   }
@@ -332,99 +490,129 @@ bool OpenListener(tcp::acceptor& acceptor, const std::string& address, int port,
 bool HttpServer::Listen(const std::string& address, int port, std::string* err) {
   // The first listener takes the port (any free one for 0); the others join it.
   bool shared = listeners_.size() > 1;
+  auto close_all = [this] {
+    for (auto& opened : listeners_) {
+      if (opened->fd >= 0) close(opened->fd);
+      opened->fd = -1;
+    }
+  };
   for (auto& listener : listeners_) {
-    if (!OpenListener(listener->acceptor, address, port, err, shared)) {
-      beast::error_code ignored;
-      for (auto& opened : listeners_) opened->acceptor.close(ignored);
+    listener->fd = ListenSocket(address, port, shared, err);
+    if (listener->fd < 0) {
+      close_all();
       return false;
     }
-    port = listener->acceptor.local_endpoint().port();
+    sockaddr_in bound{};
+    socklen_t length = sizeof bound;
+    getsockname(listener->fd, reinterpret_cast<sockaddr*>(&bound), &length);
+    port = ntohs(bound.sin_port);
   }
   port_ = port;
   limits_ = Applied(limits_);
   caps_ = std::make_shared<ServerCaps>(limits_.max_connections, limits_.max_connections_per_peer,
                                        limits_.max_body_bytes_in_flight);
-  for (auto& listener : listeners_) Accept(listener.get());
+  for (auto& listener : listeners_) {
+    // Level-triggered: a batch left waiting is offered again by the next epoll_wait.
+    if (!listener->loop->Add(listener->fd, EPOLLIN, listener.get())) {
+      *err = "cannot listen on " + address + ":" + std::to_string(port) + ": epoll: " + std::strerror(errno);
+      close_all();
+      return false;
+    }
+  }
   return true;
 }
 
 void HttpServer::Stop() {
-  beast::error_code ignored;
-  for (auto& listener : listeners_) listener->acceptor.close(ignored);
+  for (auto& listener : listeners_) {
+    if (listener->fd >= 0) close(listener->fd);
+    listener->fd = -1;
+  }
   alive_.reset();
 }
 
-void HttpServer::Accept(Listener* listener) {
-  std::weak_ptr<bool> alive = alive_;
-  // Each connection stays on its listener's shard, whose one thread runs all its handlers; the
-  // accept chain is one handler at a time.
-  listener->acceptor.async_accept(*listener->io, [this, alive, listener](beast::error_code ec, tcp::socket socket) {
-    if (!alive.lock()) return;
-    if (!ec) {
-      std::vector<tcp::socket> sockets;
-      sockets.push_back(std::move(socket));
-      if (listener->peer_uid && listener->peer_uid->using_proc()) {
-        TakePending(listener, &sockets);  // one /proc reading for all
-      }
-      Admit(listener, std::move(sockets));
-    } else if (ec == asio::error::no_descriptors || ec.value() == ENFILE || ec == asio::error::no_buffer_space ||
-               ec == asio::error::no_memory) {
-      // Out of descriptors: the pending connection stays queued; try again shortly instead of
-      // spinning on accept. Open connections keep being served meanwhile.
-      if (!listener->out_of_descriptors) {
-        spdlog::warn("rendezvous server: cannot accept more connections ({}); retrying", ec.message());
-      }
-      listener->out_of_descriptors = true;
-      auto timer = std::make_shared<asio::steady_timer>(*listener->io, std::chrono::milliseconds(100));
-      timer->async_wait([this, alive, timer, listener](beast::error_code) {
-        if (alive.lock() && listener->acceptor.is_open()) Accept(listener);
-      });
-      return;
-    }
-    if (!ec) listener->out_of_descriptors = false;
-    if (listener->acceptor.is_open()) Accept(listener);
-  });
-}
+void HttpServer::Listener::OnEvents(uint32_t) { server->AcceptReady(this); }
 
 struct HttpServer::Arrival {
-  tcp::socket socket;
-  tcp::endpoint peer;
+  int fd = -1;
+  sockaddr_in peer{};
   uint32_t address = 0;
   bool ask_owner = false;  // from this machine: its owner is looked up
 };
 
-void HttpServer::TakePending(Listener* listener, std::vector<tcp::socket>* sockets) {
-  beast::error_code ec;
-  listener->acceptor.non_blocking(true, ec);  // accept below returns would_block when none is waiting
-  while (!ec && sockets->size() < 1024) {
-    tcp::socket more(*listener->io);
-    listener->acceptor.accept(more, ec);  // an error other than would_block comes again to async_accept
-    if (!ec) sockets->push_back(std::move(more));
-  }
-}
-
-void HttpServer::Admit(Listener* listener, std::vector<tcp::socket> sockets) {
+void HttpServer::AcceptReady(Listener* listener) {
+  // One /proc reading serves a whole batch. Otherwise one at a time: the listener is
+  // level-triggered, so the next epoll_wait (which the loop makes anyway) offers the next one,
+  // and no accept4 is spent on learning that none is left.
+  const size_t batch = listener->peer_uid && listener->peer_uid->using_proc() ? 1024 : 1;
   std::vector<Arrival> arrivals;
-  std::vector<TcpFourTuple> asks;
-  for (tcp::socket& socket : sockets) {
-    beast::error_code ec, local_ec;
-    tcp::endpoint peer = socket.remote_endpoint(ec);
-    tcp::endpoint local = socket.local_endpoint(local_ec);
-    // Gone already (or not IPv4, which we never bind): closed as `sockets` goes.
-    if (ec || local_ec || !peer.address().is_v4() || !local.address().is_v4()) continue;
-    uint32_t address = peer.address().to_v4().to_uint();
-    if (access_ != nullptr && !access_->Allows(address)) {
-      if (FirstTime(&refused_, address)) {
-        spdlog::warn("refused a rendezvous connection from {}: not one of the job's hosts (admit a "
-                     "network with --rendezvous-allow CIDR)",
-                     peer.address().to_string());
+  while (listener->fd >= 0 && arrivals.size() < batch) {
+    Arrival arrival;
+    socklen_t length = sizeof arrival.peer;
+    arrival.fd = accept4(listener->fd, reinterpret_cast<sockaddr*>(&arrival.peer), &length,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (arrival.fd >= 0) {
+      // Not IPv4 (never bound) or gone already: nothing to serve.
+      if (arrival.peer.sin_family != AF_INET) {
+        close(arrival.fd);
+        continue;
       }
-      Refuse(std::move(socket), kNotAJobHost);
+      arrival.address = ntohl(arrival.peer.sin_addr.s_addr);
+      arrivals.push_back(arrival);
+      listener->out_of_descriptors = false;
       continue;
     }
-    bool ask = access_ != nullptr && local_user_ && access_->IsThisMachine(address);
-    if (ask) asks.push_back({address, peer.port(), local.address().to_v4().to_uint(), local.port()});
-    arrivals.push_back({std::move(socket), peer, address, ask});
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      // Out of descriptors: the pending connections stay queued; accepting pauses shortly
+      // instead of spinning on accept. Open connections keep being served meanwhile.
+      if (!listener->out_of_descriptors) {
+        spdlog::warn("rendezvous server: cannot accept more connections ({}); retrying", std::strerror(errno));
+      }
+      listener->out_of_descriptors = true;
+      listener->loop->Modify(listener->fd, 0, listener);
+      listener->loop->After(std::chrono::milliseconds(100), [listener, alive = std::weak_ptr<bool>(alive_)] {
+        if (alive.lock() && listener->fd >= 0) listener->loop->Modify(listener->fd, EPOLLIN, listener);
+      });
+    }
+    break;  // EAGAIN: none left
+  }
+  if (!arrivals.empty()) Admit(listener, std::move(arrivals));
+}
+
+namespace {
+
+std::string DottedQuad(uint32_t address) {
+  in_addr ip{htonl(address)};
+  char text[INET_ADDRSTRLEN] = "";
+  inet_ntop(AF_INET, &ip, text, sizeof text);
+  return text;
+}
+
+}  // namespace
+
+void HttpServer::Admit(Listener* listener, std::vector<Arrival> arrivals) {
+  std::vector<TcpFourTuple> asks;
+  for (Arrival& arrival : arrivals) {
+    if (access_ != nullptr && !access_->Allows(arrival.address)) {
+      if (FirstTime(&refused_, arrival.address)) {
+        spdlog::warn("refused a rendezvous connection from {}: not one of the job's hosts (admit a "
+                     "network with --rendezvous-allow CIDR)",
+                     DottedQuad(arrival.address));
+      }
+      Refuse(arrival.fd, kNotAJobHost);
+      arrival.fd = -1;
+      continue;
+    }
+    arrival.ask_owner = access_ != nullptr && local_user_ && access_->IsThisMachine(arrival.address);
+    if (!arrival.ask_owner) continue;
+    sockaddr_in local{};
+    socklen_t length = sizeof local;
+    if (getsockname(arrival.fd, reinterpret_cast<sockaddr*>(&local), &length) != 0 || local.sin_family != AF_INET) {
+      close(arrival.fd);  // gone already
+      arrival.fd = -1;
+      continue;
+    }
+    asks.push_back({arrival.address, ntohs(arrival.peer.sin_port), ntohl(local.sin_addr.s_addr), ntohs(local.sin_port)});
   }
   // Every connection asked about is held open until its answer is used (see peer_uid.h).
   std::string err;
@@ -432,8 +620,9 @@ void HttpServer::Admit(Listener* listener, std::vector<tcp::socket> sockets) {
   if (!asks.empty()) owners = listener->peer_uid->FindAll(asks, &err);
   size_t next = 0;
   for (Arrival& arrival : arrivals) {
+    if (arrival.fd < 0) continue;
     if (arrival.ask_owner && !IsJobUser(arrival, owners[next++], err)) {
-      Refuse(std::move(arrival.socket), kNotTheJobsUser);
+      Refuse(arrival.fd, kNotTheJobsUser);
       continue;
     }
     switch (caps_->TryAdmit(arrival.address)) {
@@ -443,9 +632,9 @@ void HttpServer::Admit(Listener* listener, std::vector<tcp::socket> sockets) {
         if (FirstTime(&capped_, arrival.address)) {
           spdlog::warn("refused rendezvous connections from {}: it has {} open, the most one address may "
                        "(a Horovod worker holds one or two)",
-                       arrival.peer.address().to_string(), caps_->max_per_peer());
+                       DottedQuad(arrival.address), caps_->max_per_peer());
         }
-        Refuse(std::move(arrival.socket), kPeerFull);
+        Refuse(arrival.fd, kPeerFull);
         continue;
       case ServerCaps::Verdict::kTotalFull:
         if (std::lock_guard<std::mutex> lock(log_mu_); !warned_total_) {
@@ -453,13 +642,10 @@ void HttpServer::Admit(Listener* listener, std::vector<tcp::socket> sockets) {
           spdlog::warn("refused rendezvous connections: {} are open, the most the store serves at once",
                        caps_->max_connections());
         }
-        Refuse(std::move(arrival.socket), kTotalFull);
+        Refuse(arrival.fd, kTotalFull);
         continue;
     }
-    beast::error_code ignored;
-    arrival.socket.set_option(tcp::no_delay(true), ignored);
-    std::make_shared<Connection>(std::move(arrival.socket), handler_, limits_, alive_, listener->shard, caps_,
-                                 arrival.address)
+    std::make_shared<Connection>(arrival.fd, handler_, limits_, alive_, listener->shard, caps_, arrival.address)
         ->Start();
   }
 }
@@ -474,19 +660,17 @@ bool HttpServer::IsJobUser(const Arrival& arrival, const std::optional<uint32_t>
     warned_unknown_owner_ = true;
     spdlog::warn("refused a rendezvous connection from {}:{} on this machine: cannot tell which user it "
                  "belongs to ({}); only the job's user may use its store",
-                 arrival.peer.address().to_string(), arrival.peer.port(), err);
+                 DottedQuad(arrival.address), ntohs(arrival.peer.sin_port), err);
   }
   return false;
 }
 
-void HttpServer::Refuse(tcp::socket socket, const std::string& response) {
-  auto peer = std::make_shared<tcp::socket>(std::move(socket));
-  // The request is not read: the answer goes out at once and the connection is closed.
-  asio::async_write(*peer, asio::buffer(response), [peer](beast::error_code, size_t) {
-    beast::error_code ignored;
-    peer->shutdown(tcp::socket::shutdown_both, ignored);
-    peer->close(ignored);
-  });
+void HttpServer::Refuse(int fd, const std::string& response) {
+  // The request is not read: the answer (a few dozen bytes, into an empty socket) goes out at
+  // once and the connection is closed.
+  send(fd, response.data(), response.size(), MSG_NOSIGNAL);
+  shutdown(fd, SHUT_RDWR);
+  close(fd);
 }
 
 }  // namespace etrun::rendezvous

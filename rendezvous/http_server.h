@@ -1,11 +1,11 @@
-// HttpServer: a small HTTP/1.1 server on an io_context, built on Boost.Beast, that fronts the
-// rendezvous store (and etrun's control endpoint). A connection closes after its response unless the client asked
+// HttpServer: a small HTTP/1.1 server on epoll loops of its own, parsing with Boost.Beast, that
+// fronts the rendezvous store. A connection closes after its response unless the client asked
 // for keep-alive (Horovod's own server closes always; its clients cope with both); every
-// response carries `Content-Length` spelled
-// exactly so (Horovod's C++ client needs it, spec §4.5). Hardened where Horovod's server is
-// fragile (§9.10, §9.12, §9.20): bounded header and body sizes, a read timeout, and every
-// malformed request answered (400, 405, 411, 413) rather than dropped; a client that stalls
-// mid-request is disconnected after the read timeout. It never serves files.
+// response carries `Content-Length` spelled exactly so (Horovod's C++ client needs it, spec §4.5).
+// Hardened where Horovod's server is fragile (§9.10, §9.12, §9.20): bounded header and body
+// sizes, a read timeout, and every malformed request answered (400, 405, 411, 413) rather than
+// dropped; a client that stalls mid-request is disconnected after the read timeout. It never
+// serves files.
 // Peers outside the job can be refused (set_access, spec §9 "no auth at all" in horovodrun), and
 // peers on this machine that are not the job's user (set_local_user: the kernel says who owns
 // the peer's socket, rendezvous/peer_uid.h).
@@ -19,17 +19,22 @@
 // The handler may answer later (rank_and_size is held until a barrier opens; a GET of a missing
 // key until it is set), from any thread.
 //
-// Threads. The server serves on one io_context (etrun's control endpoint, on the driver's loop)
-// or on several shards (the rendezvous store, rendezvous/service_threads.h), each run by one
-// thread at a time. Each shard has a listener of its own on the same port (SO_REUSEPORT: the
-// kernel spreads new connections over them), and each connection lives on its listener's shard:
-// its reads, writes and timers run on that one thread, and `respond` hops onto it from whichever
-// thread calls it. Each accept loop is one chain of handlers. The handler is called on the
+// Threads. The server serves on one EventLoop (tests) or on several shards (the rendezvous store,
+// rendezvous/service_threads.h), each run by one thread. Each shard has a listener of its own on
+// the same port (SO_REUSEPORT: the kernel spreads new connections over them), and each connection
+// lives on its listener's shard: its reads, writes and deadline run on that one thread, and
+// `respond` hops onto it from whichever thread calls it. The handler is called on the
 // connection's shard, so with several shards it is called concurrently and must be thread-safe
 // itself (KvHandler is: KvStore has its own mutex; the elastic routes post what the driver owns
 // to the driver's loop, see elastic_handler.h).
-// Listen, Stop and set_access are the owner's calls: before the io_context's threads run, on its
-// one thread, or after they stopped.
+// Listen, Stop and set_access are the owner's calls: before the loops' threads run, on the one
+// thread of a one-loop server, or after they stopped.
+//
+// Sockets (rendezvous/event_loop.h): non-blocking from accept4, registered once with epoll,
+// edge-triggered; the peer's address comes from accept4, TCP_NODELAY from the listener. A request
+// is read when epoll says its bytes came, never tried before; Beast's parser takes the bytes as
+// they are read. A client that resets or hangs up is closed at once, even while its request is
+// held (a held GET whose client left frees its connection then, not at the bound).
 //
 // Zero copy: a response may carry its body as a shared immutable buffer (a stored value); it
 // goes out with the header in one gathered write, never copied into a response object.
@@ -47,11 +52,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "rendezvous/access_list.h"
+#include "rendezvous/event_loop.h"
 #include "rendezvous/peer_uid.h"
 #include "rendezvous/server_caps.h"
 
@@ -100,26 +104,27 @@ struct HttpLimits {
   size_t max_body_bytes_in_flight = size_t{1} << 30;
 };
 
-// Opens `acceptor` and listens on IPv4 `address`:`port` (0: a free port) with SO_REUSEADDR and the
-// kernel's longest backlog: the rendezvous store's and the control endpoints' listeners. False,
-// with one line in *err naming the address, when it cannot.
-// Opens, binds and listens; with `reuse_port`, SO_REUSEPORT first (other sockets of this user
-// that set it too may then listen on the same port). Returns false and sets *err on failure.
+// A socket listening on IPv4 `address`:`port` (0: a free port) with SO_REUSEADDR, TCP_NODELAY
+// (which accepted sockets inherit) and the kernel's longest backlog: the rendezvous store's and
+// the control endpoint's listeners. With `reuse_port`, SO_REUSEPORT first (other sockets of this
+// user that set it too may then listen on the same port). Non-blocking, close-on-exec. -1, with
+// one line in *err naming the address, when it cannot.
+int ListenSocket(const std::string& address, int port, bool reuse_port, std::string* err);
+// The same socket, opened into `acceptor` (etrun's control endpoint, on Asio).
 bool OpenListener(boost::asio::ip::tcp::acceptor& acceptor, const std::string& address, int port,
-                  std::string* err, bool reuse_port = false);
+                  std::string* err);
 
 class HttpServer {
  public:
-  // Serves on `io` alone. REQUIRES: one thread at a time runs `io` (a connection's handlers
-  // share no strand).
-  HttpServer(boost::asio::io_context* io, HttpHandler* handler, HttpLimits limits = {});
+  // Serves on `loop` alone.
+  HttpServer(EventLoop* loop, HttpHandler* handler, HttpLimits limits = {});
   // Serves on every shard: a listener on each (SO_REUSEPORT on one port when there are several;
   // the kernel spreads new connections over them), each connection on its listener's shard.
-  // REQUIRES: `shards` not empty; one thread at a time runs each (ServiceThreads::shards()).
-  HttpServer(std::vector<boost::asio::io_context*> shards, HttpHandler* handler, HttpLimits limits = {});
-  // Frees the connections still waiting on the handler's answer (a held GET, a barrier): they
-  // keep themselves alive until answered, so only this ends them. REQUIRES: no thread runs the
-  // io_context's handlers (its threads joined), or only the calling thread does.
+  // REQUIRES: `shards` not empty (ServiceThreads::loops()).
+  HttpServer(std::vector<EventLoop*> shards, HttpHandler* handler, HttpLimits limits = {});
+  // Closes the connections still open: they keep themselves alive until closed, so only this
+  // ends those that wait on the handler's answer (a held GET, a barrier) or an idle client.
+  // REQUIRES: no thread runs the loops (their threads joined), or only the calling thread does.
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -152,39 +157,46 @@ class HttpServer {
   // The number of listeners (one per shard). For tests.
   size_t listener_count() const { return listeners_.size(); }
 
+  // The number of connections open on every shard. From a loop's thread for a one-loop server,
+  // or once the threads are joined. For tests.
+  size_t open_count() const;
+
  private:
   class Connection;
-  // One shard's connections, shared with them (a connection may outlive the server):
-  //  - those waiting on the handler's answer, by address (any thread, under mu);
-  //  - those reading a request or writing an answer, each with its deadline (the shard's thread
-  //    only): one timer sweeps them, closing the late ones, instead of a timer per read and write.
+  // One shard's connections, shared with them (a connection may outlive the server), all on the
+  // shard's thread only:
+  //  - every open one (each keeps itself alive until closed; the destructor closes the rest);
+  //  - those reading a request or writing an answer, each with its deadline: one timer sweeps
+  //    them, closing the late ones, instead of a timer per read and write.
   struct Shard {
-    explicit Shard(boost::asio::io_context* io) : sweep(*io) {}
-    std::mutex mu;
-    std::unordered_map<Connection*, std::weak_ptr<Connection>> waiting;
+    explicit Shard(EventLoop* event_loop) : loop(event_loop) {}
+    EventLoop* loop;
+    std::unordered_set<Connection*> open;
     std::unordered_set<Connection*> timed;
-    boost::asio::steady_timer sweep;
-    bool sweeping = false;  // sweep is armed
+    bool sweeping = false;  // a sweep is due
+    std::vector<char> scratch = std::vector<char>(64 << 10);  // each read lands here first
   };
   struct Arrival;
-  // One shard's accept loop: its acceptor, and what only that loop touches.
-  struct Listener {
-    explicit Listener(boost::asio::io_context* context) : io(context), acceptor(*context) {}
-    boost::asio::io_context* io;
-    boost::asio::ip::tcp::acceptor acceptor;
+  // One shard's accept loop: its socket, and what only that loop touches.
+  struct Listener : Watcher {
+    Listener(HttpServer* owner, EventLoop* event_loop) : server(owner), loop(event_loop) {}
+    void OnEvents(uint32_t events) override;
+    HttpServer* server;
+    EventLoop* loop;
+    int fd = -1;
     std::unique_ptr<PeerUid> peer_uid;  // with local_user_
-    bool out_of_descriptors = false;    // warned about EMFILE on accept
-    std::shared_ptr<Shard> shard = std::make_shared<Shard>(io);  // this shard's connections
+    bool out_of_descriptors = false;    // warned about EMFILE on accept; accepting paused
+    std::shared_ptr<Shard> shard = std::make_shared<Shard>(loop);  // this shard's connections
   };
-  void Accept(Listener* listener);
-  // Takes every connection already waiting to be accepted too (up to a bound), so that owners
-  // looked up in /proc cost one reading for all of them. The listener's accept loop only.
-  void TakePending(Listener* listener, std::vector<boost::asio::ip::tcp::socket>* sockets);
+  // Takes the connections waiting on `listener` (a bounded batch: one /proc reading serves all
+  // of them when owners are looked up there) and admits them. The listener's loop only.
+  void AcceptReady(Listener* listener);
   // Admits new connections, or answers each at once and closes it (set_access, set_local_user,
-  // the caps). The listener's accept loop only.
-  void Admit(Listener* listener, std::vector<boost::asio::ip::tcp::socket> sockets);
+  // the caps). The listener's loop only.
+  void Admit(Listener* listener, std::vector<Arrival> arrivals);
   bool IsJobUser(const Arrival& arrival, const std::optional<uint32_t>& uid, const std::string& err);
-  void Refuse(boost::asio::ip::tcp::socket socket, const std::string& response);
+  // Writes `response` to a new connection whose request is not read, and closes it.
+  static void Refuse(int fd, const std::string& response);
   // True the first time `key` is seen in `seen` (at most kMaxLogged kept), under log_mu_.
   bool FirstTime(std::set<uint32_t>* seen, uint32_t key);
 

@@ -1,5 +1,6 @@
 #include "rendezvous/service_threads.h"
 
+#include <pthread.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -12,23 +13,20 @@ int ServiceThreadCount(int requested) {
 }
 
 ServiceThreads::ServiceThreads(int count) {
-  for (int i = 0; i < std::max(count, 1); ++i) {
-    // A concurrency hint of 1: one thread runs each (other threads still post to it).
-    shards_.push_back(std::make_unique<boost::asio::io_context>(1));
-    work_.emplace_back(shards_.back()->get_executor());
-  }
+  for (int i = 0; i < std::max(count, 1); ++i) loops_.push_back(std::make_unique<EventLoop>());
 }
 
-std::vector<boost::asio::io_context*> ServiceThreads::shards() {
-  std::vector<boost::asio::io_context*> all;
-  for (auto& shard : shards_) all.push_back(shard.get());
+std::vector<EventLoop*> ServiceThreads::loops() {
+  std::vector<EventLoop*> all;
+  for (auto& loop : loops_) all.push_back(loop.get());
   return all;
 }
 
 void ServiceThreads::Start() {
-  for (auto& shard : shards_) {
-    threads_.emplace_back([this, io = shard.get()] {
-      io->run();
+  for (auto& shard : loops_) {
+    threads_.emplace_back([this, loop = shard.get()] {
+      pthread_setname_np(pthread_self(), "etrun-store");  // as top -H and perf show it
+      loop->Run();
       rusage u{};
       getrusage(RUSAGE_THREAD, &u);
       cpu_us_ += (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000LL + u.ru_utime.tv_usec +
@@ -38,8 +36,7 @@ void ServiceThreads::Start() {
 }
 
 void ServiceThreads::Stop() {
-  for (WorkGuard& work : work_) work.reset();
-  for (auto& shard : shards_) shard->stop();
+  for (auto& loop : loops_) loop->Stop();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
 }

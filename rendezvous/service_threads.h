@@ -1,13 +1,12 @@
-// ServiceThreads: io_contexts of their own and one thread for each, for the rendezvous store's
+// ServiceThreads: event loops of their own and one thread for each, for the rendezvous store's
 // HTTP server (so a storm of Gloo requests never delays the driver's loop: rank output,
-// supervision, heartbeats). Each thread runs one io_context (a shard) alone: the server gives
-// each shard a listener of its own (SO_REUSEPORT), and a connection lives on its shard's
-// thread, so its handlers never need a strand and no two threads share a scheduler's lock.
-// (One io_context run by every thread cost 8x the CPU of one thread on 16 cores: 217 against
-// 26 us a request, docs/rendezvous.md.) Start() runs the threads; Stop() stops the io_contexts
-// and joins them (handlers not yet run are dropped; the io_contexts' objects may then be destroyed
-// from the owner's thread). Owner's thread only, except io() and shards(), which any thread may
-// post to.
+// supervision, heartbeats). Each thread runs one EventLoop (a shard) alone: the server gives each
+// shard a listener of its own (SO_REUSEPORT), and a connection lives on its shard's thread, so
+// nothing of a connection is locked and no two threads share a scheduler. (One io_context run by
+// every thread cost 8x the CPU of one thread on 16 cores: 217 against 26 us a request,
+// docs/rendezvous.md.) Start() runs the threads; Stop() stops the loops and joins them (work not
+// yet run is dropped; the loops' objects may then be destroyed from the owner's thread). Owner's
+// thread only, except loop() and loops(), which any thread may post to.
 #ifndef ETRUN_RENDEZVOUS_SERVICE_THREADS_H_
 #define ETRUN_RENDEZVOUS_SERVICE_THREADS_H_
 
@@ -17,8 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
+#include "rendezvous/event_loop.h"
 
 namespace etrun::rendezvous {
 
@@ -33,10 +31,10 @@ class ServiceThreads {
   ServiceThreads(const ServiceThreads&) = delete;
   ServiceThreads& operator=(const ServiceThreads&) = delete;
 
-  // The first shard: for what is not a connection (deadlines, timers).
-  boost::asio::io_context& io() { return *shards_.front(); }
+  // The first shard: for what is not a connection (deadlines).
+  EventLoop& loop() { return *loops_.front(); }
   // Every shard, the first one first: for the server's listeners.
-  std::vector<boost::asio::io_context*> shards();
+  std::vector<EventLoop*> loops();
 
   // Runs one thread on each shard until Stop. REQUIRES: not started.
   void Start();
@@ -51,9 +49,7 @@ class ServiceThreads {
   double cpu_seconds() const { return static_cast<double>(cpu_us_.load()) / 1e6; }
 
  private:
-  using WorkGuard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
-  std::vector<std::unique_ptr<boost::asio::io_context>> shards_;
-  std::vector<WorkGuard> work_;
+  std::vector<std::unique_ptr<EventLoop>> loops_;
   std::vector<std::thread> threads_;
   std::atomic<long long> cpu_us_{0};
 };

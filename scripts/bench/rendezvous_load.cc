@@ -14,7 +14,7 @@
 //     CPU is the sum over its threads. With --connect P the workers use the store of a running
 //     etrun job on 127.0.0.1:P instead, in scope --scope-name (an ad-hoc scope there: it loses a
 //     key per DELETE, and without Gloo's barrier a DELETE would take a value from peers still
-//     reading it, so the workers send none), and no server CPU is measured. The workers are state machines on a second io_context
+//     reading it, so the workers send none), and no server CPU is measured. The workers are state machines on an io_context
 //     (`--threads` threads), each doing what Gloo's connectFullMesh plus Horovod's HTTPStore do:
 //     PUT rank_<r>, GET rank_<i> for i<r, PUT <r> (B bytes; default 136*(N-1), the size of
 //     N-1 Gloo TCP pair addresses), then for each i != r poll GET <i> every poll-ms until 200
@@ -103,16 +103,16 @@ std::string ValueOf(int rank, size_t bytes) {
   return v;
 }
 
-// etrun's real server stack: the store, its HTTP routes, the Beast server, on threads of its own
+// etrun's real server stack: the store, its HTTP routes, the epoll server, on threads of its own
 // with held GETs, as launcher/rendezvous_service.h runs it.
 class ServerStack {
  public:
   ServerStack(int world_size, int hold_ms, int threads)
       : thread_count_(rendezvous::ServiceThreadCount(threads)),
         threads_(thread_count_),
-        deadlines_(threads_.io().get_executor()),
+        deadlines_(&threads_.loop()),
         handler_(&store_, &deadlines_, std::chrono::milliseconds(hold_ms)),
-        server_(threads_.shards(), &handler_) {
+        server_(threads_.loops(), &handler_) {
     std::vector<rendezvous::SlotInfo> plan;
     std::string err;
     rendezvous::Assign({{"localhost", world_size}}, world_size, std::nullopt, &plan, &err);
@@ -133,7 +133,7 @@ class ServerStack {
  private:
   int thread_count_;
   rendezvous::ServiceThreads threads_;
-  rendezvous::AsioDeadlines deadlines_;
+  rendezvous::LoopDeadlines deadlines_;
   rendezvous::KvStore store_;
   rendezvous::KvHandler handler_;
   rendezvous::HttpServer server_;

@@ -7,14 +7,12 @@
 #include <mutex>
 #include <thread>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
 #include <doctest/doctest.h>
 
 #include "tests/rendezvous/http_test_util.h"
 
-namespace asio = boost::asio;
 using etrun::rendezvous::ElasticHooks;
+using etrun::rendezvous::EventLoop;
 using etrun::rendezvous::FormatRankAndSize;
 using etrun::rendezvous::HttpServer;
 using etrun::rendezvous::KvStore;
@@ -55,28 +53,29 @@ class FakeDriver : public ElasticHooks {
 };
 
 struct Server {
-  Server() : handler(&store, &driver), server(&io, &handler) {
+  Server() : handler(&store, &driver), server(&loop, &handler) {
     store.Init({{"hostA", 0, 1, 0, 1, 0, 1}});
     std::string err;
     REQUIRE(server.Listen("127.0.0.1", 0, &err));
-    thread = std::thread([this] { io.run(); });
+    thread = std::thread([this] { loop.Run(); });
   }
   ~Server() {
-    asio::post(io, [this] { server.Stop(); });
-    work.reset();
+    loop.Post([this] {
+      server.Stop();
+      loop.Stop();
+    });
     thread.join();
   }
   // Runs f on the server's thread and waits for it.
   void OnLoop(std::function<void()> f) {
     std::promise<void> done;
-    asio::post(io, [&] {
+    loop.Post([&] {
       f();
       done.set_value();
     });
     done.get_future().wait();
   }
-  asio::io_context io;
-  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  EventLoop loop;
   KvStore store;
   FakeDriver driver;
   RendezvousHandler handler;

@@ -7,7 +7,6 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <doctest/doctest.h>
 
 #include "rendezvous/kv_handler.h"
@@ -15,7 +14,7 @@
 #include "rendezvous/service_threads.h"
 #include "tests/rendezvous/http_test_util.h"
 
-namespace asio = boost::asio;
+using etrun::rendezvous::EventLoop;
 using etrun::rendezvous::HttpLimits;
 using etrun::rendezvous::HttpServer;
 using etrun::rendezvous::KvHandler;
@@ -29,22 +28,23 @@ using etrun::testing::Exchange;
 using etrun::testing::Status;
 
 struct Server {
-  explicit Server(HttpLimits limits = {}, bool start = true) : handler(&store), server(&io, &handler, limits) {
+  explicit Server(HttpLimits limits = {}, bool start = true) : handler(&store), server(&loop, &handler, limits) {
     store.Init({{"a", 0, 2, 0, 2, 0, 1}, {"a", 1, 2, 1, 2, 0, 1}});
     if (start) Start();
   }
   void Start() {
     std::string err;
     REQUIRE(server.Listen("127.0.0.1", 0, &err));
-    thread = std::thread([this] { io.run(); });
+    thread = std::thread([this] { loop.Run(); });
   }
   ~Server() {
-    asio::post(io, [this] { server.Stop(); });
-    work.reset();
-    thread.join();
+    loop.Post([this] {
+      server.Stop();
+      loop.Stop();
+    });
+    if (thread.joinable()) thread.join();
   }
-  asio::io_context io;
-  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  EventLoop loop;
   KvStore store;
   KvHandler handler;
   HttpServer server;
@@ -163,10 +163,10 @@ TEST_CASE("on several threads, a held GET is answered through the socket by anot
   // Given the store's setup (ServiceThreads, held GETs), a GET of a missing key waits on one
   // connection until a PUT on another sets it; a key never set gets 404 at the bound.
   etrun::rendezvous::ServiceThreads threads(4);
-  etrun::rendezvous::AsioDeadlines deadlines(threads.io().get_executor());
+  etrun::rendezvous::LoopDeadlines deadlines(&threads.loop());
   KvStore store;
   KvHandler handler(&store, &deadlines, std::chrono::milliseconds(300));
-  HttpServer server(threads.shards(), &handler);
+  HttpServer server(threads.loops(), &handler);
   std::string err;
   REQUIRE(server.Listen("127.0.0.1", 0, &err));
   CHECK(server.listener_count() == 4);
@@ -352,15 +352,18 @@ class DroppingHandler : public etrun::rendezvous::HttpHandler {
 }  // namespace
 
 TEST_CASE("a request its handler drops unanswered gets a 500, not an endless wait") {
-  asio::io_context io;
+  EventLoop loop;
   DroppingHandler handler;
-  HttpServer server(&io, &handler);
+  HttpServer server(&loop, &handler);
   std::string err;
   REQUIRE(server.Listen("127.0.0.1", 0, &err));
-  std::thread thread([&] { io.run(); });
+  std::thread thread([&] { loop.Run(); });
   std::string r = Exchange(server.port(), CppClient("GET", "/global/0"));
   CHECK(Status(r) == 500);
   CHECK(Body(r) == "the request was dropped unanswered\n");
-  asio::post(io, [&] { server.Stop(); });
+  loop.Post([&] {
+    server.Stop();
+    loop.Stop();
+  });
   thread.join();
 }

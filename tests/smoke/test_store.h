@@ -6,11 +6,9 @@
 #include <string>
 #include <thread>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <doctest/doctest.h>
 
+#include "rendezvous/event_loop.h"
 #include "rendezvous/http_server.h"
 #include "rendezvous/kv_handler.h"
 #include "rendezvous/kv_store.h"
@@ -19,14 +17,16 @@ namespace etrun::testing {
 
 class TestStore {
  public:
-  TestStore() : handler_(&store_), server_(&io_, &handler_) {
+  TestStore() : handler_(&store_), server_(&loop_, &handler_) {
     std::string err;
     REQUIRE(server_.Listen("127.0.0.1", 0, &err));
-    thread_ = std::thread([this] { io_.run(); });
+    thread_ = std::thread([this] { loop_.Run(); });
   }
   ~TestStore() {
-    boost::asio::post(io_, [this] { server_.Stop(); });
-    work_.reset();
+    loop_.Post([this] {
+      server_.Stop();
+      loop_.Stop();
+    });
     thread_.join();
   }
   TestStore(const TestStore&) = delete;
@@ -35,9 +35,7 @@ class TestStore {
   int port() const { return server_.port(); }
 
  private:
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
-      io_.get_executor()};
+  rendezvous::EventLoop loop_;
   rendezvous::KvStore store_;
   rendezvous::KvHandler handler_;
   rendezvous::HttpServer server_;

@@ -1,0 +1,145 @@
+#include "rendezvous/event_loop.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+namespace etrun::rendezvous {
+
+namespace {
+
+// Events taken per epoll_wait: enough that a busy loop amortizes the call.
+constexpr int kBatch = 256;
+
+}  // namespace
+
+EventLoop::EventLoop() {
+  epoll_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_ < 0) throw std::system_error(errno, std::generic_category(), "epoll_create1");
+  wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_ < 0) {
+    int err = errno;
+    close(epoll_);
+    throw std::system_error(err, std::generic_category(), "eventfd");
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // the wake-up: no watcher
+  if (epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_, &ev) != 0) {
+    int err = errno;
+    close(wake_);
+    close(epoll_);
+    throw std::system_error(err, std::generic_category(), "epoll_ctl");
+  }
+}
+
+EventLoop::~EventLoop() {
+  close(wake_);
+  close(epoll_);
+}
+
+bool EventLoop::Add(int fd, uint32_t events, Watcher* watcher) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = watcher;
+  return epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+bool EventLoop::Modify(int fd, uint32_t events, Watcher* watcher) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = watcher;
+  return epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &ev) == 0;
+}
+
+void EventLoop::Wake() {
+  uint64_t one = 1;
+  while (write(wake_, &one, sizeof one) < 0 && errno == EINTR) {
+  }
+}
+
+void EventLoop::Stop() {
+  stopped_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    woken_ = true;
+  }
+  Wake();
+}
+
+void EventLoop::Post(std::function<void()> fn) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    posted_.push_back(std::move(fn));
+    // One write per wake-up: the loop reads the eventfd before it runs what was posted.
+    wake = !woken_ && !InLoopThread();
+    if (wake) woken_ = true;
+  }
+  if (wake) Wake();
+}
+
+void EventLoop::After(std::chrono::milliseconds delay, std::function<void()> fn) {
+  timers_.emplace(Clock::now() + delay, std::move(fn));
+}
+
+void EventLoop::RunPosted() {
+  std::vector<std::function<void()>> work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    work.swap(posted_);
+  }
+  for (auto& fn : work) {
+    if (stopped_) return;
+    fn();
+  }
+}
+
+int EventLoop::TimeoutMs() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!posted_.empty()) return 0;  // posted from this thread: no wake-up was written
+  }
+  if (timers_.empty()) return -1;
+  auto left = timers_.begin()->first - Clock::now();
+  if (left <= Clock::duration::zero()) return 0;
+  // Rounded up: waking early would only find the timer not due.
+  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+}
+
+void EventLoop::Run() {
+  running_ = std::this_thread::get_id();
+  epoll_event events[kBatch];
+  while (!stopped_) {
+    int n = epoll_wait(epoll_, events, kBatch, TimeoutMs());
+    if (n < 0 && errno != EINTR) break;  // only a bad epoll descriptor: not ours to fix
+    for (int i = 0; i < n && !stopped_; ++i) {
+      auto* watcher = static_cast<Watcher*>(events[i].data.ptr);
+      if (watcher != nullptr) {
+        watcher->OnEvents(events[i].events);
+        continue;
+      }
+      uint64_t count;
+      while (read(wake_, &count, sizeof count) < 0 && errno == EINTR) {
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      woken_ = false;
+    }
+    retired_.clear();
+    if (stopped_) break;
+    auto now = Clock::now();
+    while (!timers_.empty() && timers_.begin()->first <= now && !stopped_) {
+      auto fn = std::move(timers_.begin()->second);
+      timers_.erase(timers_.begin());
+      fn();
+    }
+    RunPosted();
+    retired_.clear();
+  }
+  running_ = std::thread::id();
+}
+
+}  // namespace etrun::rendezvous
