@@ -116,6 +116,7 @@ void EventLoop::Run() {
   while (!stopped_) {
     int n = epoll_wait(epoll_, events, kBatch, TimeoutMs());
     if (n < 0 && errno != EINTR) break;  // only a bad epoll descriptor: not ours to fix
+    now_ = Clock::now();
     for (int i = 0; i < n && !stopped_; ++i) {
       auto* watcher = static_cast<Watcher*>(events[i].data.ptr);
       if (watcher != nullptr) {
@@ -130,8 +131,7 @@ void EventLoop::Run() {
     }
     retired_.clear();
     if (stopped_) break;
-    auto now = Clock::now();
-    while (!timers_.empty() && timers_.begin()->first <= now && !stopped_) {
+    while (!timers_.empty() && timers_.begin()->first <= now_ && !stopped_) {
       auto fn = std::move(timers_.begin()->second);
       timers_.erase(timers_.begin());
       fn();

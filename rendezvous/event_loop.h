@@ -61,6 +61,10 @@ class EventLoop {
   bool Add(int fd, uint32_t events, Watcher* watcher);
   bool Modify(int fd, uint32_t events, Watcher* watcher);
 
+  // The time of the current wake-up (one clock reading for all its events): for deadlines of
+  // seconds. The loop's thread only.
+  Clock::time_point now() const { return now_; }
+
   // True on the thread in Run.
   bool InLoopThread() const { return running_.load(std::memory_order_relaxed) == std::this_thread::get_id(); }
 
@@ -78,6 +82,7 @@ class EventLoop {
   bool woken_ = false;                         // under mu_: wake_ written, not yet read
   std::multimap<Clock::time_point, std::function<void()>> timers_;
   std::vector<std::shared_ptr<void>> retired_;
+  Clock::time_point now_ = Clock::now();
 };
 
 }  // namespace etrun::rendezvous

@@ -93,14 +93,20 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
   // self-reference, so the connection is freed once nothing else holds it.
   void Abandon() {
     closed_ = true;
+    open_ = {};
+    timed_ = {};
     if (fd_ >= 0) close(fd_);
     fd_ = -1;
     auto last = std::move(self_);
   }
 
+  // The next open connection of the shard's list.
+  Connection* next_open() const { return open_.next; }
+
   void Start() {
     self_ = shared_from_this();
-    shard_->open.insert(this);
+    Link(&shard_->open, this, &Connection::open_);
+    ++shard_->open_count;
     // Bytes that came before this are reported at once. No read is tried first: measured, the
     // request was almost never there yet when its connection was accepted (the client sends it
     // once connect() returns), and each such read was a system call for nothing.
@@ -341,7 +347,8 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     if (!peer_gone) shutdown(fd_, SHUT_RDWR);
     close(fd_);
     fd_ = -1;
-    shard_->open.erase(this);
+    Unlink(&shard_->open, this, &Connection::open_);
+    --shard_->open_count;
     shard_->loop->Retire(std::move(self_));
   }
 
@@ -349,19 +356,36 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
   // closes the connection (unanswered, as a timed-out read was). The shard's thread only, as
   // Disarm.
   void Arm() {
-    deadline_ = std::chrono::steady_clock::now() + limits_.read_timeout;
-    if (!timed_) {
-      timed_ = true;
-      shard_->timed.insert(this);
-    }
+    deadline_ = shard_->loop->now() + limits_.read_timeout;  // to the wake-up: ample for seconds
+    if (!timed_.in) Link(&shard_->timed, this, &Connection::timed_);
     Sweep(shard_, std::clamp(limits_.read_timeout / 10, std::chrono::milliseconds(5),
                              std::chrono::milliseconds(250)));
   }
 
   void Disarm() {
-    if (!timed_) return;
-    timed_ = false;
-    shard_->timed.erase(this);
+    if (timed_.in) Unlink(&shard_->timed, this, &Connection::timed_);
+  }
+
+  // A place in one of the shard's lists (Shard::open, Shard::timed): the connection is its node.
+  struct Links {
+    Connection* prev = nullptr;
+    Connection* next = nullptr;
+    bool in = false;
+  };
+  using Place = Links Connection::*;  // &Connection::open_ or &Connection::timed_
+  static void Link(Connection** head, Connection* c, Place place) {
+    (c->*place).prev = nullptr;
+    (c->*place).next = *head;
+    if (*head != nullptr) ((*head)->*place).prev = c;
+    *head = c;
+    (c->*place).in = true;
+  }
+  static void Unlink(Connection** head, Connection* c, Place place) {
+    Links& links = c->*place;
+    if (links.prev != nullptr) (links.prev->*place).next = links.next;
+    else *head = links.next;
+    if (links.next != nullptr) (links.next->*place).prev = links.prev;
+    links = {};
   }
 
   // Arms the shard's sweep unless armed: every `every`, it closes the connections past their
@@ -373,13 +397,13 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
       auto swept = weak.lock();
       if (!swept) return;
       swept->sweeping = false;
-      auto now = std::chrono::steady_clock::now();
+      auto now = swept->loop->now();
       std::vector<Connection*> late;
-      for (Connection* connection : swept->timed) {
-        if (connection->deadline_ <= now) late.push_back(connection);
+      for (Connection* c = swept->timed; c != nullptr; c = c->timed_.next) {
+        if (c->deadline_ <= now) late.push_back(c);
       }
       for (Connection* connection : late) connection->Close(false);
-      if (!swept->timed.empty()) Sweep(swept, every);
+      if (swept->timed != nullptr) Sweep(swept, every);
     });
   }
 
@@ -400,7 +424,8 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
   uint32_t address_;
   std::chrono::steady_clock::time_point deadline_;  // of the read or write in progress, when timed_
   State state_ = State::kReading;
-  bool timed_ = false;   // in shard_->timed
+  Links open_;   // in shard_->open while open
+  Links timed_;  // in shard_->timed while a read or write has a deadline
   size_t reserved_ = 0;  // body bytes reserved in caps_
   bool reservation_checked_ = false;  // for the current request
   bool readable_ = false;  // epoll said bytes came; not yet read to EAGAIN or a short read
@@ -432,7 +457,7 @@ void HttpServer::TEST_LookUpOwnersInProc() {
 
 size_t HttpServer::open_count() const {
   size_t open = 0;
-  for (const auto& listener : listeners_) open += listener->shard->open.size();
+  for (const auto& listener : listeners_) open += listener->shard->open_count;
   return open;
 }
 
@@ -444,8 +469,11 @@ bool HttpServer::FirstTime(std::set<uint32_t>* seen, uint32_t key) {
 HttpServer::~HttpServer() {
   Stop();
   for (auto& listener : listeners_) {
-    std::unordered_set<Connection*> open;
-    open.swap(listener->shard->open);
+    std::vector<Connection*> open;
+    for (Connection* c = listener->shard->open; c != nullptr; c = c->next_open()) open.push_back(c);
+    listener->shard->open = nullptr;
+    listener->shard->open_count = 0;
+    listener->shard->timed = nullptr;
     for (Connection* connection : open) connection->Abandon();
   }
 }

@@ -48,8 +48,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -164,16 +162,18 @@ class HttpServer {
  private:
   class Connection;
   // One shard's connections, shared with them (a connection may outlive the server), all on the
-  // shard's thread only:
+  // shard's thread only. Two lists linked through the connections themselves (nothing allocated
+  // or hashed per connection):
   //  - every open one (each keeps itself alive until closed; the destructor closes the rest);
   //  - those reading a request or writing an answer, each with its deadline: one timer sweeps
   //    them, closing the late ones, instead of a timer per read and write.
   struct Shard {
     explicit Shard(EventLoop* event_loop) : loop(event_loop) {}
     EventLoop* loop;
-    std::unordered_set<Connection*> open;
-    std::unordered_set<Connection*> timed;
-    bool sweeping = false;  // a sweep is due
+    Connection* open = nullptr;  // the first of the open ones
+    size_t open_count = 0;
+    Connection* timed = nullptr;  // the first of those with a deadline
+    bool sweeping = false;        // a sweep is due
     std::vector<char> scratch = std::vector<char>(64 << 10);  // each read lands here first
   };
   struct Arrival;

@@ -1,7 +1,7 @@
 // rendezvous_floor: what Gloo's rendezvous traffic costs this machine with no HTTP server, store
 // or parsing at all: the floor under etrun_rendezvous_bench's `scope N` (rendezvous_load.cc).
 //
-//   rendezvous_floor N [server_threads] [client_threads]
+//   rendezvous_floor N [server_threads] [client_threads] [--event-driven]
 //
 // The same connections as one `global` scope of N Gloo workers over Horovod's HTTPStore, when no
 // key is ever missing (the fewest requests there can be): 3N + N(N-1)/2 + 2N(N-1), each on a new
@@ -13,6 +13,14 @@
 // to its last byte and close with SO_LINGER 0, as etrun_rendezvous_bench's workers do. Prints
 // the wall time and the CPU of each side. Build: cc -O2 -pthread -o rendezvous_floor
 // rendezvous_floor.c
+//
+// --event-driven: the floor of a server that can hold requests open, as a rendezvous store must
+// (a thousand workers' GETs waiting on keys not set yet: no thread each), and that keeps an
+// HTTP/1.1 client's connection until the client closes it (the C++ client asks for keep-alive).
+// Each server thread has a listener of its own (SO_REUSEPORT) and an epoll loop: accept4 (one
+// per wake-up), epoll_ctl (edge-triggered), read when the request came, writev, then close when
+// the client's reset arrives. That is the least any such server does per connection; the
+// blocking server above closes first and never waits. Same clients, same bytes.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -32,6 +42,8 @@
 enum { kSmall = 0, kValueGet = 1, kValuePut = 2 };
 
 static int listener;
+static int listeners[256];  // --event-driven: one per server thread
+static atomic_int stopping;
 static size_t value_bytes;
 static char* value;  // one shared buffer: every value answer and value PUT body
 static atomic_long next_request;
@@ -121,6 +133,87 @@ static void* Serve(void* unused) {
   return NULL;
 }
 
+// --event-driven: one thread's epoll loop over its own listener (see the top). A connection is
+// 0 while its request comes in (bytes counted in got[fd]), 1 once answered, until the client's
+// reset closes it.
+enum { kMaxFd = 1 << 20 };
+static unsigned char* state;
+static size_t* got;
+
+static void* ServeEvents(void* listener_arg) {
+  int lfd = *(int*)listener_arg;
+  char buf[1 << 16];
+  char head[128];
+  int small_len = snprintf(head, sizeof(head), kHeader, (size_t)0);
+  char value_head[128];
+  int value_len = snprintf(value_head, sizeof(value_head), kHeader, value_bytes);
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
+  if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) != 0) Die("epoll");
+  struct epoll_event events[256];
+  while (!atomic_load(&stopping)) {
+    int n = epoll_wait(ep, events, 256, 100);
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == lfd) {
+        int c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c < 0) continue;
+        if (c >= kMaxFd) Die("descriptor too large");
+        state[c] = 0;
+        got[c] = 0;
+        struct epoll_event cev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = c};
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev) != 0) Die("epoll_ctl");
+        continue;
+      }
+      if ((events[i].events & (EPOLLHUP | EPOLLERR)) || state[fd] == 1) {  // the client is done
+        close(fd);
+        continue;
+      }
+      // The request: as in Serve, a 9-byte intro then the body; read what came.
+      char intro[9];
+      for (;;) {
+        ssize_t r = read(fd, buf, sizeof(buf));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        if (got[fd] < sizeof(intro)) memcpy(intro + got[fd], buf, (size_t)r < sizeof(intro) - got[fd] ? (size_t)r : sizeof(intro) - got[fd]);
+        got[fd] += (size_t)r;
+        if ((size_t)r < sizeof(buf)) break;
+      }
+      if (got[fd] < sizeof(intro)) continue;
+      size_t body;
+      memcpy(&body, intro + 1, sizeof(body));
+      if (got[fd] < sizeof(intro) + body) continue;
+      struct iovec iov[2] = {{head, (size_t)small_len}, {value, 0}};
+      if (intro[0] == kValueGet) {
+        iov[0] = (struct iovec){value_head, (size_t)value_len};
+        iov[1].iov_len = value_bytes;
+      }
+      size_t want = iov[0].iov_len + iov[1].iov_len, sent = 0;
+      while (sent < want) {  // a full socket: wait for room (rare on loopback; the floor blocks)
+        ssize_t w = writev(fd, iov, 2);
+        if (w < 0 && (errno == EINTR || errno == EAGAIN)) {
+          struct pollfd p = {.fd = fd, .events = POLLOUT};
+          poll(&p, 1, -1);
+          continue;
+        }
+        if (w <= 0) Die("writev");
+        sent += (size_t)w;
+        for (int j = 0; j < 2; ++j) {
+          size_t d = (size_t)w < iov[j].iov_len ? (size_t)w : iov[j].iov_len;
+          iov[j].iov_base = (char*)iov[j].iov_base + d;
+          iov[j].iov_len -= d;
+          w -= (ssize_t)d;
+        }
+      }
+      state[fd] = 1;
+      atomic_fetch_add(&server_done, 1);
+    }
+  }
+  close(ep);
+  AddCpu(&server_cpu, ThreadCpu());
+  return NULL;
+}
+
 static void* Client(void* port_arg) {
   struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(*(int*)port_arg)};
   inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
@@ -155,8 +248,10 @@ static void* Client(void* port_arg) {
 }
 
 int main(int argc, char** argv) {
+  int event_driven = argc > 2 && strcmp(argv[argc - 1], "--event-driven") == 0;
+  if (event_driven) --argc;
   if (argc < 2 || atol(argv[1]) < 2) {
-    fprintf(stderr, "usage: rendezvous_floor N [server_threads] [client_threads]\n");
+    fprintf(stderr, "usage: rendezvous_floor N [server_threads] [client_threads] [--event-driven]\n");
     return 2;
   }
   long n = atol(argv[1]);
@@ -170,30 +265,46 @@ int main(int argc, char** argv) {
   small_gets = 2 * n + n * (n - 1) / 2;  // PUT/GET rank_<r> and DELETE <r>: N + N(N-1)/2 + N
   total_requests = value_gets + n + small_gets;
 
-  listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in at = {.sin_family = AF_INET};
   inet_pton(AF_INET, "127.0.0.1", &at.sin_addr);
-  if (bind(listener, (struct sockaddr*)&at, sizeof(at)) != 0 || listen(listener, 4096) != 0) Die("listen");
-  socklen_t len = sizeof(at);
-  getsockname(listener, (struct sockaddr*)&at, &len);
+  for (int i = 0; i < (event_driven ? server_threads : 1); ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (event_driven ? SOCK_NONBLOCK : 0), 0);
+    int one = 1;
+    if (event_driven && (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
+                         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)) {
+      Die("setsockopt");
+    }
+    if (bind(fd, (struct sockaddr*)&at, sizeof(at)) != 0 || listen(fd, 4096) != 0) Die("listen");
+    socklen_t len = sizeof(at);
+    getsockname(fd, (struct sockaddr*)&at, &len);  // the port the first one got, for the others
+    listeners[i] = fd;
+  }
+  listener = listeners[0];
   int port = ntohs(at.sin_port);
+  if (event_driven) {
+    state = calloc(kMaxFd, 1);
+    got = calloc(kMaxFd, sizeof(size_t));
+  }
 
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   pthread_t servers[256], clients[256];
-  for (int i = 0; i < server_threads; ++i) pthread_create(&servers[i], NULL, Serve, NULL);
+  for (int i = 0; i < server_threads; ++i) {
+    pthread_create(&servers[i], NULL, event_driven ? ServeEvents : Serve, &listeners[i]);
+  }
   for (int i = 0; i < client_threads; ++i) pthread_create(&clients[i], NULL, Client, &port);
   for (int i = 0; i < client_threads; ++i) pthread_join(clients[i], NULL);
   while (atomic_load(&server_done) < total_requests) usleep(1000);
   clock_gettime(CLOCK_MONOTONIC, &t1);
+  atomic_store(&stopping, 1);
   shutdown(listener, SHUT_RDWR);
   for (int i = 0; i < server_threads; ++i) pthread_join(servers[i], NULL);
   double wall = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
   double gb = (double)value_gets * (double)value_bytes / 1e9;
-  printf("N=%ld: %ld connections (%ld answered with %zu bytes: %.2f GB), %d server / %d client "
+  printf("N=%ld%s: %ld connections (%ld answered with %zu bytes: %.2f GB), %d server / %d client "
          "threads: wall %.2f s, server CPU %.2f s, client CPU %.2f s (%.1f us of both per "
          "connection)\n",
-         n, total_requests, value_gets, value_bytes, gb, server_threads, client_threads, wall,
+         n, event_driven ? " (event-driven)" : "", total_requests, value_gets, value_bytes, gb, server_threads, client_threads, wall,
          server_cpu, client_cpu, (server_cpu + client_cpu) / (double)total_requests * 1e6);
   printf("RESULT n=%ld requests=%ld value_bytes=%zu wall_s=%.3f server_cpu_s=%.3f client_cpu_s=%.3f\n",
          n, total_requests, value_bytes, wall, server_cpu, client_cpu);

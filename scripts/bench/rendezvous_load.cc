@@ -4,7 +4,7 @@
 //   serve [--port P] [--server-threads T]
 //     The real server on 127.0.0.1 (plan: 16 ranks on "localhost"), /global/0 preset to 100
 //     bytes. Prints "port <N>" and serves until SIGINT or SIGTERM. For wrk.
-//   scope N [--value-bytes B] [--poll-ms 10] [--threads 1] [--stagger-ms 0] [--straggler-ms 0]
+//   scope N [--value-bytes B] [--poll-ms 10] [--threads T] [--stagger-ms 0] [--straggler-ms 0]
 //           [--server-threads T] [--hold-ms 1000] [--deadline-s 120] [--graceful-close]
 //     One `global` scope rendezvous of N workers against the real server, which runs in-process
 //     as etrun runs it: on T threads of its own (default: one per core, as etrun's
@@ -14,8 +14,9 @@
 //     CPU is the sum over its threads. With --connect P the workers use the store of a running
 //     etrun job on 127.0.0.1:P instead, in scope --scope-name (an ad-hoc scope there: it loses a
 //     key per DELETE, and without Gloo's barrier a DELETE would take a value from peers still
-//     reading it, so the workers send none), and no server CPU is measured. The workers are state machines on an io_context
-//     (`--threads` threads), each doing what Gloo's connectFullMesh plus Horovod's HTTPStore do:
+//     reading it, so the workers send none), and no server CPU is measured. The workers are
+//     state machines on `--threads` event loops (default: one per core, as the floor's
+//     clients), each doing what Gloo's connectFullMesh plus Horovod's HTTPStore do:
 //     PUT rank_<r>, GET rank_<i> for i<r, PUT <r> (B bytes; default 136*(N-1), the size of
 //     N-1 Gloo TCP pair addresses), then for each i != r poll GET <i> every poll-ms until 200
 //     and GET it once more, then DELETE <r>. Every request is a new connection carrying the
@@ -27,12 +28,18 @@
 // thousands of connections per second the 28k ephemeral ports of one loopback address run out
 // within a second and connect() fails or crawls through the port search. So the client closes
 // with SO_LINGER 0 (RST, no TIME_WAIT) once it has the whole response; the server then sees
-// ECONNRESET instead of EOF on its keep-alive read, which it treats the same (closes).
+// a reset instead of EOF while it waits for a keep-alive request, which it treats the same
+// (closes).
 // `--graceful-close` sends a FIN instead, as the real client does; use it for small N only.
+#include <netinet/in.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -49,15 +56,11 @@
 #include <utility>
 #include <vector>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
 
 #include "rendezvous/assign.h"
+#include "rendezvous/event_loop.h"
 #include "rendezvous/http_server.h"
 #include "rendezvous/kv_handler.h"
 #include "rendezvous/kv_store.h"
@@ -67,7 +70,6 @@ namespace etrun::bench {
 namespace {
 
 namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using boost::system::error_code;
 
@@ -75,7 +77,7 @@ struct Options {
   int n = 0;
   std::optional<size_t> value_bytes;  // default: 136 * (n - 1)
   int poll_ms = 10;
-  int threads = 1;
+  int threads = 0;  // 0: one per core
   int stagger_ms = 0;
   int straggler_ms = 0;
   int server_threads = 0;  // 0: one per core
@@ -142,8 +144,8 @@ class ServerStack {
 // What all simulated workers share. Read-only during the run except the atomics and `error`.
 struct Shared {
   Options opt;
-  asio::io_context* io = nullptr;
-  tcp::endpoint server;
+  std::vector<rendezvous::EventLoop*> loops;  // the workers' threads
+  sockaddr_in server{};
   std::vector<std::string> values;  // rank -> value
   std::vector<std::string> hosts;   // rank -> body of rank_<r>
   Clock::time_point start;
@@ -158,20 +160,28 @@ struct Shared {
       if (error.empty()) error = what;
     }
     failed = true;
-    io->stop();
+    Stop();
+  }
+  void Stop() {
+    for (rendezvous::EventLoop* loop : loops) loop->Stop();
   }
 };
 
-// One simulated Horovod worker. Only one request is in flight per worker, so its handlers never
-// run concurrently even when several threads run the io_context.
-class Worker {
+// One simulated Horovod worker, on one of the client threads' event loops. As the C++ client
+// does it (blocking sockets, one request at a time), each request connects and sends with
+// blocking calls, which loopback completes at once; only the wait for the answer goes through
+// the loop (epoll), so that 256 workers share a thread or two instead of a thread each.
+class Worker : public rendezvous::Watcher {
  public:
-  Worker(Shared* shared, int rank)
-      : shared_(shared), rank_(rank), socket_(*shared->io), timer_(*shared->io), buf_(4096) {}
+  Worker(Shared* shared, int rank, rendezvous::EventLoop* loop)
+      : shared_(shared), rank_(rank), loop_(loop), buf_(4096) {}
+  ~Worker() {
+    if (fd_ >= 0) close(fd_);
+  }
 
-  void Start(Clock::duration delay) {
-    timer_.expires_after(delay);
-    timer_.async_wait([this](error_code) {
+  // Before the loop runs, or on its thread.
+  void Start(std::chrono::microseconds delay) {
+    loop_->After(std::chrono::ceil<std::chrono::milliseconds>(delay), [this] {
       start_ = Clock::now();
       Send();
     });
@@ -223,43 +233,55 @@ class Worker {
     have_ = header_len_ = need_ = 0;
     status_ = 0;
     sent_at_ = Clock::now();
-    error_code ec;
-    socket_.open(tcp::v4(), ec);
-    if (!ec && !shared_->opt.graceful_close)
-      socket_.set_option(asio::socket_base::linger(true, 0), ec);
-    if (ec) return Fail("socket: " + ec.message());
-    socket_.async_connect(shared_->server, [this](error_code connect_ec) {
-      if (connect_ec) return Fail("connect: " + connect_ec.message());
-      asio::async_write(socket_, asio::buffer(request_), [this](error_code write_ec, size_t) {
-        if (write_ec) return Fail("send: " + write_ec.message());
-        Read();
-      });
-    });
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) return Fail(std::string("socket: ") + std::strerror(errno));
+    linger rst{1, 0};
+    if (!shared_->opt.graceful_close) setsockopt(fd_, SOL_SOCKET, SO_LINGER, &rst, sizeof rst);
+    const auto* to = reinterpret_cast<const sockaddr*>(&shared_->server);
+    int rc;
+    while ((rc = connect(fd_, to, sizeof shared_->server)) != 0 && errno == EINTR) {
+    }
+    if (rc != 0) return Fail(std::string("connect: ") + std::strerror(errno));
+    for (size_t sent = 0; sent < request_.size();) {
+      ssize_t n = send(fd_, request_.data() + sent, request_.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Fail(std::string("send: ") + std::strerror(errno));
+      sent += static_cast<size_t>(n);
+    }
+    if (!loop_->Add(fd_, EPOLLIN | EPOLLRDHUP | EPOLLET, this)) {
+      return Fail(std::string("epoll: ") + std::strerror(errno));
+    }
   }
 
-  void Read() {
-    if (have_ == buf_.size()) buf_.resize(buf_.size() * 2);
-    socket_.async_read_some(asio::buffer(buf_.data() + have_, buf_.size() - have_),
-                            [this](error_code ec, size_t n) { OnRead(ec, n); });
+  // The answer's bytes came (edge-triggered: read until none is left or the answer is whole).
+  void OnEvents(uint32_t) override {
+    while (fd_ >= 0) {
+      if (have_ == buf_.size()) buf_.resize(buf_.size() * 2);
+      ssize_t n = recv(fd_, buf_.data() + have_, buf_.size() - have_, MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (n <= 0) return Fail(n == 0 ? "closed before the whole response" : std::strerror(errno));
+      if (!OnRead(static_cast<size_t>(n))) return;
+    }
   }
 
   // Reads as HTTPRequest does: status = second token of the first line; the body is exactly
-  // `Content-Length` (spelled so) bytes.
-  void OnRead(error_code ec, size_t n) {
+  // `Content-Length` (spelled so) bytes. True while the answer is incomplete.
+  bool OnRead(size_t n) {
     have_ += n;
     bytes_received += n;
     std::string_view got(buf_.data(), have_);
     if (header_len_ == 0) {
       size_t end = got.find("\r\n\r\n");
-      if (end == std::string_view::npos && have_ > (16 << 10)) return Fail("header too long");
+      if (end == std::string_view::npos && have_ > (16 << 10)) return Fail("header too long"), false;
       if (end != std::string_view::npos) {
         header_len_ = end + 4;
         std::string_view head = got.substr(0, end + 2);
         size_t sp = head.find(' ');
-        if (sp == std::string_view::npos || head.size() < sp + 4) return Fail("bad status line");
+        if (sp == std::string_view::npos || head.size() < sp + 4) return Fail("bad status line"), false;
         std::from_chars(head.data() + sp + 1, head.data() + sp + 4, status_);
         size_t cl = head.find("\r\nContent-Length:");
-        if (cl == std::string_view::npos) return Fail("response without Content-Length");
+        if (cl == std::string_view::npos) return Fail("response without Content-Length"), false;
         size_t pos = cl + 17, length = 0;
         while (pos < head.size() && head[pos] == ' ') ++pos;
         std::from_chars(head.data() + pos, head.data() + head.size(), length);
@@ -268,15 +290,16 @@ class Worker {
       }
     }
     if (header_len_ != 0 && have_ >= need_) {
-      if (have_ > need_) return Fail("bytes after the announced Content-Length");
-      socket_.close(ec);
+      if (have_ > need_) return Fail("bytes after the announced Content-Length"), false;
+      close(fd_);  // with SO_LINGER 0: a reset (see the top)
+      fd_ = -1;
       ++requests;
       latency_us.push_back(static_cast<uint32_t>(
           std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - sent_at_).count()));
-      return OnResponse(got.substr(header_len_));
+      OnResponse(got.substr(header_len_));
+      return false;
     }
-    if (ec) return Fail(ec == asio::error::eof ? "closed before the whole response" : ec.message());
-    Read();
+    return true;
   }
 
   void OnResponse(std::string_view body) {
@@ -303,8 +326,7 @@ class Worker {
           if (Clock::now() - start_ > std::chrono::seconds(shared_->opt.deadline_s)) {
             return Fail("deadline passed waiting for key " + std::to_string(peer_));
           }
-          timer_.expires_after(std::chrono::milliseconds(shared_->opt.poll_ms));
-          return timer_.async_wait([this](error_code) { Send(); });
+          return loop_->After(std::chrono::milliseconds(shared_->opt.poll_ms), [this] { Send(); });
         }
         if (!Check(body)) return;
         step_ = Step::kFetch;
@@ -324,7 +346,7 @@ class Worker {
         deleted_at = Clock::now();
         step_ = Step::kDone;
         if (keys_at == Clock::time_point()) keys_at = deleted_at;
-        ++shared_->done;
+        if (++shared_->done == shared_->opt.n) shared_->Stop();
         return;
       case Step::kDone:
         return;
@@ -358,8 +380,8 @@ class Worker {
 
   Shared* shared_;
   const int rank_;
-  tcp::socket socket_;
-  asio::steady_timer timer_;
+  rendezvous::EventLoop* loop_;
+  int fd_ = -1;
   Step step_ = Step::kPutHost;
   int peer_ = 0;
   Clock::time_point start_, sent_at_;
@@ -371,9 +393,8 @@ class Worker {
 
 // Ends the run when the whole rendezvous overstays the deadline (a hung connection never
 // reaches the per-worker check in the poll loop).
-void Watch(asio::steady_timer* timer, Shared* shared) {
-  timer->expires_after(std::chrono::milliseconds(100));
-  timer->async_wait([timer, shared](error_code) {
+void Watch(rendezvous::EventLoop* loop, Shared* shared) {
+  loop->After(std::chrono::milliseconds(100), [loop, shared] {
     if (shared->done == shared->opt.n || shared->failed) return;
     auto limit = std::chrono::seconds(shared->opt.deadline_s) +
                  std::chrono::milliseconds(shared->opt.stagger_ms + shared->opt.straggler_ms) +
@@ -382,7 +403,7 @@ void Watch(asio::steady_timer* timer, Shared* shared) {
       return shared->Fail(std::to_string(shared->opt.n - shared->done) + " of " +
                           std::to_string(shared->opt.n) + " workers unfinished at the deadline");
     }
-    Watch(timer, shared);
+    Watch(loop, shared);
   });
 }
 
@@ -435,12 +456,17 @@ int RunScope(const Options& opt) {
   if (opt.connect_port == 0) server.Start();
   const int port = opt.connect_port > 0 ? opt.connect_port : server.port();
 
-  asio::io_context io;
+  const int client_threads = rendezvous::ServiceThreadCount(opt.threads);
+  std::vector<std::unique_ptr<rendezvous::EventLoop>> loops;
   Shared shared;
   shared.opt = opt;
-  shared.io = &io;
-  shared.server =
-      tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), static_cast<uint16_t>(port));
+  for (int t = 0; t < client_threads; ++t) {
+    loops.push_back(std::make_unique<rendezvous::EventLoop>());
+    shared.loops.push_back(loops.back().get());
+  }
+  shared.server.sin_family = AF_INET;
+  shared.server.sin_port = htons(static_cast<uint16_t>(port));
+  shared.server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   const size_t value_bytes = opt.value_bytes.value_or(136 * static_cast<size_t>(opt.n - 1));
   for (int r = 0; r < opt.n; ++r) {
     shared.values.push_back(ValueOf(r, value_bytes));
@@ -450,20 +476,28 @@ int RunScope(const Options& opt) {
   std::mt19937 rng(42);
   std::uniform_int_distribution<int> stagger_us(0, opt.stagger_ms * 1000);
   shared.start = Clock::now();
-  for (int r = 0; r < opt.n; ++r) {
-    workers.push_back(std::make_unique<Worker>(&shared, r));
+  for (int r = 0; r < opt.n; ++r) {  // worker r on thread r mod T; timers set before the loops run
+    workers.push_back(std::make_unique<Worker>(&shared, r, shared.loops[static_cast<size_t>(r % client_threads)]));
     auto delay = std::chrono::microseconds(stagger_us(rng));
     if (opt.straggler_ms > 0 && r == opt.n / 2) delay += std::chrono::milliseconds(opt.straggler_ms);
     workers.back()->Start(delay);
   }
-  asio::steady_timer watchdog(io);
-  Watch(&watchdog, &shared);
+  Watch(shared.loops.front(), &shared);
+  // Every client thread's CPU, summed as it ends: (user, system).
+  std::mutex cpu_mu;
+  std::pair<double, double> client_cpu{0, 0};
+  auto run = [&](rendezvous::EventLoop* loop) {
+    loop->Run();
+    auto [user, system] = ThreadCpu();
+    std::lock_guard<std::mutex> lock(cpu_mu);
+    client_cpu.first += user;
+    client_cpu.second += system;
+  };
   std::vector<std::thread> extra;
-  for (int t = 1; t < opt.threads; ++t) extra.emplace_back([&io] { io.run(); });
-  io.run();
+  for (int t = 1; t < client_threads; ++t) extra.emplace_back(run, shared.loops[static_cast<size_t>(t)]);
+  run(shared.loops.front());
   for (auto& t : extra) t.join();
 
-  const auto client_cpu = ThreadCpu();  // the main thread's share when --threads > 1
   std::string problem = shared.failed          ? shared.error
                         : opt.connect_port > 0 ? ""
                                                : CheckCleared(&server, opt.n);
@@ -496,7 +530,7 @@ int RunScope(const Options& opt) {
   uint32_t p50 = pct(0.50), p99 = pct(0.99), max = *std::max_element(lat.begin(), lat.end());
   const double gb = static_cast<double>(bytes) / 1e9;
   std::printf("scope N=%d value=%zu bytes%s poll=%d ms threads=%d server threads=%d hold=%d ms%s\n",
-              opt.n, value_bytes, opt.value_bytes ? "" : " (136*(N-1))", opt.poll_ms, opt.threads,
+              opt.n, value_bytes, opt.value_bytes ? "" : " (136*(N-1))", opt.poll_ms, client_threads,
               server.thread_count(), opt.hold_ms, opt.graceful_close ? " graceful-close" : "");
   if (opt.stagger_ms > 0 || opt.straggler_ms > 0) {
     std::printf("  starts spread over %d ms; rank %d %d ms late\n", opt.stagger_ms, opt.n / 2,
@@ -510,7 +544,7 @@ int RunScope(const Options& opt) {
               keys_s, deleted_s, static_cast<double>(requests) / deleted_s);
   std::printf("  request latency (connect to last byte) p50 %u us, p99 %u us, max %u us\n", p50,
               p99, max);
-  std::printf("  CPU: server threads %.2f s (%.1f us/request, %.2f CPU-s/GB served), client thread "
+  std::printf("  CPU: server threads %.2f s (%.1f us/request, %.2f CPU-s/GB served), client threads "
               "%.2f + %.2f s\n",
               server_cpu, server_cpu * 1e6 / static_cast<double>(requests),
               gb > 0 ? server_cpu / gb : 0.0, client_cpu.first, client_cpu.second);
@@ -552,7 +586,7 @@ bool ParseInt(const char* text, int min, int* out) {
 
 const char kUsage[] =
     "usage: etrun_rendezvous_bench serve [--port P] [--server-threads T]\n"
-    "       etrun_rendezvous_bench scope N [--value-bytes B] [--poll-ms 10] [--threads 1]\n"
+    "       etrun_rendezvous_bench scope N [--value-bytes B] [--poll-ms 10] [--threads T]\n"
     "                              [--stagger-ms 0] [--straggler-ms 0] [--server-threads T]\n"
     "                              [--hold-ms 1000] [--deadline-s 120] [--graceful-close]\n"
     "                              [--connect PORT --scope-name NAME]\n";
