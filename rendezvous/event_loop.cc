@@ -37,6 +37,20 @@ EventLoop::EventLoop() {
 }
 
 EventLoop::~EventLoop() {
+  stopped_ = true;
+  // Work dropped unrun may post more as it is destroyed (an unanswered request's 500 goes to its
+  // connection's loop): drop that too, while the descriptors are still ours to wake.
+  for (;;) {
+    std::vector<std::function<void()>> work;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      work.swap(posted_);
+    }
+    auto timers = std::move(timers_);
+    timers_.clear();
+    if (work.empty() && timers.empty()) break;
+  }
+  retired_.clear();
   close(wake_);
   close(epoll_);
 }
