@@ -4,7 +4,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <limits>
 #include <system_error>
 
 namespace etrun::rendezvous {
@@ -69,6 +71,11 @@ bool EventLoop::Modify(int fd, uint32_t events, Watcher* watcher) {
   return epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &ev) == 0;
 }
 
+void EventLoop::Remove(int fd) {
+  epoll_event ignored{};
+  epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, &ignored);  // fails only for one never added: nothing to do
+}
+
 void EventLoop::Wake() {
   uint64_t one = 1;
   while (write(wake_, &one, sizeof one) < 0 && errno == EINTR) {
@@ -120,8 +127,9 @@ int EventLoop::TimeoutMs() {
   if (timers_.empty()) return -1;
   auto left = timers_.begin()->first - Clock::now();
   if (left <= Clock::duration::zero()) return 0;
-  // Rounded up: waking early would only find the timer not due.
-  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+  // Rounded up: waking early would only find the timer not due. Past epoll's int, wait that long.
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  return static_cast<int>(std::min<decltype(ms)>(ms, std::numeric_limits<int>::max()));
 }
 
 void EventLoop::Run() {

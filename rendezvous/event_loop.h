@@ -6,8 +6,8 @@
 // epoll_ctl, a read tried before the request came, a timer per operation).
 //
 // Thread-safety: Post and Stop from any thread; everything else from the loop's own thread (the
-// one in Run), or before Run. Descriptors are the caller's: the loop never closes them (close()
-// takes a descriptor out of epoll by itself).
+// one in Run), or before Run. Descriptors are the caller's: the loop never closes them, and the
+// caller removes one (Remove) before closing it.
 #ifndef ETRUN_RENDEZVOUS_EVENT_LOOP_H_
 #define ETRUN_RENDEZVOUS_EVENT_LOOP_H_
 
@@ -60,6 +60,10 @@ class EventLoop {
   // epoll_ctl ADD/MOD for `fd` with `events`, telling `watcher`. False with errno on failure.
   bool Add(int fd, uint32_t events, Watcher* watcher);
   bool Modify(int fd, uint32_t events, Watcher* watcher);
+  // epoll_ctl DEL: before closing a descriptor whose watcher goes away. close() takes a
+  // descriptor out of epoll only when no other process holds it too (a child between fork and
+  // exec does), and epoll would go on naming a freed watcher.
+  void Remove(int fd);
 
   // The time of the current wake-up (one clock reading for all its events): for deadlines of
   // seconds. The loop's thread only.

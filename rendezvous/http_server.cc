@@ -95,7 +95,10 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     closed_ = true;
     open_ = {};
     timed_ = {};
-    if (fd_ >= 0) close(fd_);
+    if (fd_ >= 0) {
+      Unregister();
+      close(fd_);
+    }
     fd_ = -1;
     auto last = std::move(self_);
   }
@@ -313,8 +316,10 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
       }
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) return Close(true);
-      // The socket is full: wait for room, with the deadline a stalled reader is cut off by.
-      Arm();
+      // The socket is full: wait for room. The deadline is set at the first wait and not moved
+      // by later ones, so the whole answer must be taken within it (a reader that takes a few
+      // bytes now and then does not keep its place for ever).
+      if (!timed_.in) Arm();
       if (!writable_events_) {
         writable_events_ = true;
         if (!Register(kWriteEvents)) return Close(true);
@@ -324,10 +329,17 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     Disarm();
     shared_body_.reset();
     body_.clear();
-    if (!keep_ || (peer_done_ && pending_.empty())) return Close(false);
+    if (!keep_) return Close(false);
     replied_ = false;
     keep_alive_ = false;
-    BeginRequest();
+    // Nothing more read yet: wait for the next request (or the client's close) from epoll.
+    if (pending_.empty() && !readable_) return BeginRequest();
+    // The next request, or the end of the stream, is here already (a pipelining client). Start
+    // it from the loop rather than inside this one's stack, whose depth would otherwise grow
+    // with every pipelined request answered at once.
+    shard_->loop->Post([self = shared_from_this()] {
+      if (!self->closed_) self->BeginRequest();
+    });
   }
 
   // Adds the socket to the shard's epoll, or changes its events.
@@ -337,6 +349,14 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     return shard_->loop->Add(fd_, events, this);
   }
 
+  // Takes the socket out of epoll before it is closed. close() alone does not when another
+  // process still holds the descriptor (a rank being started: a vforked child holds every
+  // descriptor until its exec), and epoll would go on naming this connection after it is freed.
+  void Unregister() {
+    if (registered_) shard_->loop->Remove(fd_);
+    registered_ = false;
+  }
+
   // Closes the socket; the connection is freed once this event's batch is handled (another
   // event of it may still name us). With the peer still there, the socket is shut down first,
   // so an answer written before unread bytes (a 503, a 400) ends with FIN after its last byte.
@@ -344,6 +364,7 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     if (closed_) return;
     closed_ = true;
     Disarm();
+    Unregister();
     if (!peer_gone) shutdown(fd_, SHUT_RDWR);
     close(fd_);
     fd_ = -1;
@@ -520,7 +541,10 @@ bool HttpServer::Listen(const std::string& address, int port, std::string* err) 
   bool shared = listeners_.size() > 1;
   auto close_all = [this] {
     for (auto& opened : listeners_) {
-      if (opened->fd >= 0) close(opened->fd);
+      if (opened->fd >= 0) {
+        opened->loop->Remove(opened->fd);
+        close(opened->fd);
+      }
       opened->fd = -1;
     }
   };
@@ -552,7 +576,10 @@ bool HttpServer::Listen(const std::string& address, int port, std::string* err) 
 
 void HttpServer::Stop() {
   for (auto& listener : listeners_) {
-    if (listener->fd >= 0) close(listener->fd);
+    if (listener->fd >= 0) {
+      listener->loop->Remove(listener->fd);  // as Connection::Unregister
+      close(listener->fd);
+    }
     listener->fd = -1;
   }
   alive_.reset();

@@ -33,8 +33,9 @@
 // Sockets (rendezvous/event_loop.h): non-blocking from accept4, registered once with epoll,
 // edge-triggered; the peer's address comes from accept4, TCP_NODELAY from the listener. A request
 // is read when epoll says its bytes came, never tried before; Beast's parser takes the bytes as
-// they are read. A client that resets or hangs up is closed at once, even while its request is
-// held (a held GET whose client left frees its connection then, not at the bound).
+// they are read. A connection the client reset (a killed worker's kernel does) is closed at
+// once, even while its request is held: it frees its place then, not at the hold's bound. One
+// the client only half-closed still gets its answer.
 //
 // Zero copy: a response may carry its body as a shared immutable buffer (a stored value); it
 // goes out with the header in one gathered write, never copied into a response object.

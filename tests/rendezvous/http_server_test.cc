@@ -150,6 +150,24 @@ TEST_CASE("a keep-alive client may send several requests on one connection") {
   CHECK(r.substr(r.size() - 1) == "v");
 }
 
+TEST_CASE("a client that pipelines thousands of requests gets every answer, in order") {
+  // Given 10,000 PUTs sent back to back on one connection before any answer is read, each is
+  // answered 200 in turn (each answer is written at once, and the next request is already read:
+  // the server must not nest one request's handling inside the last one's), and the last
+  // value stays.
+  Server s;
+  std::string burst;
+  for (int i = 0; i < 10000; ++i) burst += CppClient("PUT", "/global/k", std::to_string(i));
+  std::string r = Exchange(s.server.port(), burst, false, 10000);
+  size_t answers = 0;
+  for (size_t at = r.find("HTTP/1.1 "); at != std::string::npos; at = r.find("HTTP/1.1 ", at + 1)) {
+    CHECK(r.compare(at, 12, "HTTP/1.1 200") == 0);
+    ++answers;
+  }
+  CHECK(answers == 10000);
+  CHECK(s.store.Get("global", "k") == "9999");
+}
+
 TEST_CASE("Horovod's Python client (Connection: close) gets one answer and a closed socket") {
   Server s;
   std::string r = Exchange(s.server.port(),
@@ -366,4 +384,32 @@ TEST_CASE("a request its handler drops unanswered gets a 500, not an endless wai
     loop.Stop();
   });
   thread.join();
+}
+
+TEST_CASE("a held GET whose client resets its connection frees that connection at once, not at the bound") {
+  // Given GETs held up to 120 s, a client that sends one and then resets its connection (as a
+  // killed worker's kernel does) frees its connection long before the bound; the PUT that later
+  // releases the held GET answers into nothing, and the server goes on serving.
+  etrun::rendezvous::ServiceThreads threads(1);
+  etrun::rendezvous::LoopDeadlines deadlines(&threads.loop());
+  KvStore store;
+  KvHandler handler(&store, &deadlines, std::chrono::seconds(120));
+  HttpServer server(threads.loops(), &handler);
+  std::string err;
+  REQUIRE(server.Listen("127.0.0.1", 0, &err));
+  threads.Start();
+  int held = Connect(server.port());
+  REQUIRE(held >= 0);
+  std::string get = CppClient("GET", "/global/7");
+  REQUIRE(send(held, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size()));
+  REQUIRE(WaitFor([&] { return store.waiter_count() == 1; }));
+  CHECK(server.caps()->connections() == 1);
+  linger reset{1, 0};
+  REQUIRE(setsockopt(held, SOL_SOCKET, SO_LINGER, &reset, sizeof reset) == 0);
+  close(held);
+  CHECK(WaitFor([&] { return server.caps()->connections() == 0; }));  // 30 s at most: a quarter of the bound
+  CHECK(Status(Exchange(server.port(), CppClient("PUT", "/global/7", "late value"))) == 200);
+  CHECK(Status(Exchange(server.port(), CppClient("GET", "/global/7"))) == 200);
+  threads.Stop();
+  server.Stop();
 }
