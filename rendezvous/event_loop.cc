@@ -16,6 +16,11 @@ namespace {
 // Events taken per epoll_wait: enough that a busy loop amortizes the call.
 constexpr int kBatch = 256;
 
+// epoll's data for a descriptor: the registration's number above, the descriptor below. The
+// eventfd's is all ones (no registration has that number).
+constexpr uint64_t kWakeUp = ~uint64_t{0};
+uint64_t Tag(int fd, uint32_t registration) { return uint64_t{registration} << 32 | static_cast<uint32_t>(fd); }
+
 }  // namespace
 
 EventLoop::EventLoop() {
@@ -29,7 +34,7 @@ EventLoop::EventLoop() {
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.ptr = nullptr;  // the wake-up: no watcher
+  ev.data.u64 = kWakeUp;
   if (epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_, &ev) != 0) {
     int err = errno;
     close(wake_);
@@ -58,22 +63,39 @@ EventLoop::~EventLoop() {
 }
 
 bool EventLoop::Add(int fd, uint32_t events, Watcher* watcher) {
+  if (fd < 0) {
+    errno = EBADF;
+    return false;
+  }
+  if (static_cast<size_t>(fd) >= slots_.size()) slots_.resize(static_cast<size_t>(fd) + 64);
+  if (++registrations_ == 0 || registrations_ == ~uint32_t{0}) registrations_ = 1;
   epoll_event ev{};
   ev.events = events;
-  ev.data.ptr = watcher;
-  return epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) == 0;
+  ev.data.u64 = Tag(fd, registrations_);
+  if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
+  slots_[static_cast<size_t>(fd)] = {watcher, registrations_};
+  return true;
 }
 
 bool EventLoop::Modify(int fd, uint32_t events, Watcher* watcher) {
+  if (fd < 0 || static_cast<size_t>(fd) >= slots_.size() || slots_[static_cast<size_t>(fd)].watcher != watcher) {
+    errno = ENOENT;
+    return false;
+  }
   epoll_event ev{};
   ev.events = events;
-  ev.data.ptr = watcher;
+  ev.data.u64 = Tag(fd, slots_[static_cast<size_t>(fd)].registration);
   return epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &ev) == 0;
+}
+
+void EventLoop::Forget(int fd) {
+  if (fd >= 0 && static_cast<size_t>(fd) < slots_.size()) slots_[static_cast<size_t>(fd)] = {};
 }
 
 void EventLoop::Remove(int fd) {
   epoll_event ignored{};
   epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, &ignored);  // fails only for one never added: nothing to do
+  Forget(fd);
 }
 
 void EventLoop::Wake() {
@@ -140,9 +162,14 @@ void EventLoop::Run() {
     if (n < 0 && errno != EINTR) break;  // only a bad epoll descriptor: not ours to fix
     now_ = Clock::now();
     for (int i = 0; i < n && !stopped_; ++i) {
-      auto* watcher = static_cast<Watcher*>(events[i].data.ptr);
-      if (watcher != nullptr) {
-        watcher->OnEvents(events[i].events);
+      const uint64_t tag = events[i].data.u64;
+      if (tag != kWakeUp) {
+        const auto fd = static_cast<size_t>(tag & 0xffffffffu);
+        // A registration since forgotten (its descriptor closed, or closed and used again) is
+        // not its watcher's any more.
+        if (fd < slots_.size() && slots_[fd].registration == static_cast<uint32_t>(tag >> 32)) {
+          slots_[fd].watcher->OnEvents(events[i].events);
+        }
         continue;
       }
       uint64_t count;

@@ -58,11 +58,16 @@ class EventLoop {
   void Retire(std::shared_ptr<void> object) { retired_.push_back(std::move(object)); }
 
   // epoll_ctl ADD/MOD for `fd` with `events`, telling `watcher`. False with errno on failure.
+  // Events reach a watcher through the loop's table of descriptors, each with the number of its
+  // registration, never through a pointer epoll keeps: see Forget.
   bool Add(int fd, uint32_t events, Watcher* watcher);
   bool Modify(int fd, uint32_t events, Watcher* watcher);
-  // epoll_ctl DEL: before closing a descriptor whose watcher goes away. close() takes a
-  // descriptor out of epoll only when no other process holds it too (a child between fork and
-  // exec does), and epoll would go on naming a freed watcher.
+  // Before closing `fd`: its watcher hears nothing more. No system call: close() takes a
+  // descriptor out of epoll, except while another process holds it too (a rank being started
+  // holds every descriptor between its vfork and its exec); whatever epoll still reports for it
+  // then carries the old registration's number and is dropped.
+  void Forget(int fd);
+  // epoll_ctl DEL, and Forget: for a descriptor that stays open, or whose loop stops.
   void Remove(int fd);
 
   // The time of the current wake-up (one clock reading for all its events): for deadlines of
@@ -87,6 +92,14 @@ class EventLoop {
   std::multimap<Clock::time_point, std::function<void()>> timers_;
   std::vector<std::shared_ptr<void>> retired_;
   Clock::time_point now_ = Clock::now();
+  // By descriptor: its watcher and the number of its registration (epoll's data for it holds
+  // both the descriptor and that number; 0: none).
+  struct Slot {
+    Watcher* watcher = nullptr;
+    uint32_t registration = 0;
+  };
+  std::vector<Slot> slots_;
+  uint32_t registrations_ = 0;
 };
 
 }  // namespace etrun::rendezvous

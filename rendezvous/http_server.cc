@@ -349,11 +349,11 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     return shard_->loop->Add(fd_, events, this);
   }
 
-  // Takes the socket out of epoll before it is closed. close() alone does not when another
-  // process still holds the descriptor (a rank being started: a vforked child holds every
-  // descriptor until its exec), and epoll would go on naming this connection after it is freed.
+  // Before the socket is closed: the loop forgets it (what epoll may still report for it, while
+  // a rank being started holds the descriptor too, is dropped; EventLoop::Forget). No system
+  // call: close() takes it out of epoll.
   void Unregister() {
-    if (registered_) shard_->loop->Remove(fd_);
+    if (registered_) shard_->loop->Forget(fd_);
     registered_ = false;
   }
 
@@ -577,7 +577,7 @@ bool HttpServer::Listen(const std::string& address, int port, std::string* err) 
 void HttpServer::Stop() {
   for (auto& listener : listeners_) {
     if (listener->fd >= 0) {
-      listener->loop->Remove(listener->fd);  // as Connection::Unregister
+      listener->loop->Remove(listener->fd);  // out of epoll now: its loop may run on
       close(listener->fd);
     }
     listener->fd = -1;

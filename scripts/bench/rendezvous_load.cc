@@ -291,6 +291,7 @@ class Worker : public rendezvous::Watcher {
     }
     if (header_len_ != 0 && have_ >= need_) {
       if (have_ > need_) return Fail("bytes after the announced Content-Length"), false;
+      loop_->Forget(fd_);
       close(fd_);  // with SO_LINGER 0: a reset (see the top)
       fd_ = -1;
       ++requests;

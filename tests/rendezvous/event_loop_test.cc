@@ -27,6 +27,7 @@ class PipeReader : public Watcher {
  public:
   PipeReader(EventLoop* loop, int fd) : loop_(loop), fd_(fd) {}
   void OnEvents(uint32_t events) override {
+    ++calls;
     on_loop = loop_->InLoopThread();
     if (events & EPOLLIN) {
       char buf[64];
@@ -37,6 +38,7 @@ class PipeReader : public Watcher {
       loop_->Stop();
     }
   }
+  int calls = 0;
   int reads = 0;
   bool hung_up = false;
   bool on_loop = false;
@@ -140,4 +142,38 @@ TEST_CASE("work and timers dropped unrun are destroyed with the loop, even what 
   }
   CHECK(destroyed == 2);
   CHECK_FALSE(ran);
+}
+
+TEST_CASE("a forgotten descriptor's events are dropped, even while another holder keeps it in epoll") {
+  // Given a pipe whose read end is watched by A, then forgotten and closed while a duplicate
+  // keeps the pipe open (as a child between vfork and exec holds every descriptor), epoll still
+  // reports it; A hears nothing. A new pipe on the same descriptor number, watched by B, reaches
+  // B alone.
+  EventLoop loop;
+  int first[2];
+  REQUIRE(pipe2(first, O_NONBLOCK | O_CLOEXEC) == 0);
+  PipeReader a(&loop, first[0]);
+  REQUIRE(loop.Add(first[0], EPOLLIN, &a));
+  int holder = dup(first[0]);  // the other holder: epoll keeps the registration alive
+  REQUIRE(holder >= 0);
+  const int number = first[0];
+  loop.Forget(first[0]);
+  close(first[0]);
+  REQUIRE(write(first[1], "x", 1) == 1);  // epoll reports the old registration
+  int second[2];
+  REQUIRE(pipe2(second, O_NONBLOCK | O_CLOEXEC) == 0);
+  PipeReader b(&loop, second[0]);
+  REQUIRE(loop.Add(second[0], EPOLLIN, &b));
+  CAPTURE(number);
+  CAPTURE(second[0]);  // usually the same number again
+  REQUIRE(write(second[1], "y", 1) == 1);
+  loop.After(std::chrono::milliseconds(50), [&] { loop.Stop(); });
+  loop.Run();
+  CHECK(a.calls == 0);
+  CHECK(b.calls == 1);  // the old registration's event reaches nobody, B's own once
+  CHECK(b.reads == 1);
+  close(holder);
+  close(first[1]);
+  close(second[0]);
+  close(second[1]);
 }
