@@ -199,7 +199,7 @@ class Worker : public rendezvous::Watcher {
       deleted_at = Clock::now();
       if (keys_at == Clock::time_point()) keys_at = deleted_at;
       step_ = Step::kDone;
-      ++shared_->done;
+      if (++shared_->done == shared_->opt.n) shared_->Stop();
       return;
     }
     const char* method = "GET";
