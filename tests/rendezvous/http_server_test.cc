@@ -208,15 +208,18 @@ using etrun::testing::ExchangeAs;
 using etrun::testing::ReadAll;
 
 // The rendezvous store as etrun serves it: peers by an access list, this machine's only as the
-// user `uid` (the job's user: etrun's own).
+// user `uid` (the job's user: etrun's own). With `owners_in_proc`, owners are looked up in /proc
+// (set before the loop runs: the loop's thread reads it).
 struct GuardedServer : Server {
-  explicit GuardedServer(uint32_t uid, HttpLimits limits = {}) : Server(limits, false) {
+  explicit GuardedServer(uint32_t uid, HttpLimits limits = {}, bool owners_in_proc = false)
+      : Server(limits, false) {
     etrun::rendezvous::Cidr loopback;
     std::string err;
     REQUIRE(etrun::rendezvous::ParseCidr("127.0.0.0/8", &loopback, &err));
     access.emplace(std::vector<std::string>{}, std::vector<etrun::rendezvous::Cidr>{loopback});
     server.set_access(&*access);
     server.set_local_user(uid);
+    if (owners_in_proc) server.TEST_LookUpOwnersInProc();
     Start();
   }
   std::optional<etrun::rendezvous::AccessList> access;
@@ -250,8 +253,7 @@ TEST_CASE("with owners looked up in /proc, a burst of connections is served, or 
   // are each answered: 404 for the job's user, 403 when the job is another user's.
   for (uint32_t uid : {geteuid(), geteuid() + 1}) {
     CAPTURE(uid);
-    GuardedServer s(uid);
-    s.server.TEST_LookUpOwnersInProc();
+    GuardedServer s(uid, {}, true);
     std::vector<int> fds;
     for (int i = 0; i < 40; ++i) fds.push_back(Connect(s.server.port()));
     std::string get = "GET /global/0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
