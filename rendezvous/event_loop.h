@@ -53,8 +53,8 @@ class EventLoop {
   void Post(std::function<void()> fn);
   // Runs `fn` on the loop's thread `delay` from now. The loop's thread only.
   void After(std::chrono::milliseconds delay, std::function<void()> fn);
-  // Keeps `object` alive until the current wake-up's events are handled: a connection closed by
-  // another's event may still have an event of its own in the same batch. The loop's thread only.
+  // Keeps `object` alive until the current wake-up's work is done: a connection that closes
+  // itself is still on its own call stack. The loop's thread only.
   void Retire(std::shared_ptr<void> object) { retired_.push_back(std::move(object)); }
 
   // epoll_ctl ADD/MOD for `fd` with `events`, telling `watcher`. False with errno on failure.

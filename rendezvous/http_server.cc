@@ -357,8 +357,8 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     registered_ = false;
   }
 
-  // Closes the socket; the connection is freed once this event's batch is handled (another
-  // event of it may still name us). With the peer still there, the socket is shut down first,
+  // Closes the socket; the connection is freed once the loop's current work is done (callers up
+  // this stack may still touch it). With the peer still there, the socket is shut down first,
   // so an answer written before unread bytes (a 503, a 400) ends with FIN after its last byte.
   void Close(bool peer_gone) {
     if (closed_) return;
