@@ -2,6 +2,7 @@
 // Python clients send them (spec 4.4-4.5).
 #include "rendezvous/http_server.h"
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -49,6 +50,27 @@ struct Server {
   KvHandler handler;
   HttpServer server;
   std::thread thread;
+};
+
+// The store as etrun serves it (launcher/rendezvous_service.h): `count` shards, GETs of missing
+// keys held up to `hold` (LoopDeadlines on the first shard). Started at once; its threads are
+// stopped before the server goes.
+struct ThreadedStore {
+  ThreadedStore(int count, std::chrono::milliseconds hold)
+      : threads(count), deadlines(&threads.loop()), handler(&store, &deadlines, hold), server(threads.loops(), &handler) {
+    std::string err;
+    REQUIRE(server.Listen("127.0.0.1", 0, &err));
+    threads.Start();
+  }
+  ~ThreadedStore() {
+    threads.Stop();
+    server.Stop();
+  }
+  etrun::rendezvous::ServiceThreads threads;
+  etrun::rendezvous::LoopDeadlines deadlines;
+  KvStore store;
+  KvHandler handler;
+  HttpServer server;
 };
 
 }  // namespace
@@ -180,25 +202,16 @@ TEST_CASE("Horovod's Python client (Connection: close) gets one answer and a clo
 TEST_CASE("on several threads, a held GET is answered through the socket by another client's PUT") {
   // Given the store's setup (ServiceThreads, held GETs), a GET of a missing key waits on one
   // connection until a PUT on another sets it; a key never set gets 404 at the bound.
-  etrun::rendezvous::ServiceThreads threads(4);
-  etrun::rendezvous::LoopDeadlines deadlines(&threads.loop());
-  KvStore store;
-  KvHandler handler(&store, &deadlines, std::chrono::milliseconds(300));
-  HttpServer server(threads.loops(), &handler);
-  std::string err;
-  REQUIRE(server.Listen("127.0.0.1", 0, &err));
-  CHECK(server.listener_count() == 4);
-  threads.Start();
+  ThreadedStore t(4, std::chrono::milliseconds(300));
+  CHECK(t.server.listener_count() == 4);
   std::string held;
-  std::thread getter([&] { held = Exchange(server.port(), CppClient("GET", "/global/7")); });
-  while (store.waiter_count() == 0) std::this_thread::yield();  // the GET is held
-  CHECK(Status(Exchange(server.port(), CppClient("PUT", "/global/7", "late value"))) == 200);
+  std::thread getter([&] { held = Exchange(t.server.port(), CppClient("GET", "/global/7")); });
+  while (t.store.waiter_count() == 0) std::this_thread::yield();  // the GET is held
+  CHECK(Status(Exchange(t.server.port(), CppClient("PUT", "/global/7", "late value"))) == 200);
   getter.join();
   CHECK(Status(held) == 200);
   CHECK(Body(held) == "late value");
-  CHECK(Status(Exchange(server.port(), CppClient("GET", "/global/never"))) == 404);
-  threads.Stop();
-  server.Stop();
+  CHECK(Status(Exchange(t.server.port(), CppClient("GET", "/global/never"))) == 404);
 }
 
 namespace {
@@ -392,26 +405,17 @@ TEST_CASE("a held GET whose client resets its connection frees that connection a
   // Given GETs held up to 120 s, a client that sends one and then resets its connection (as a
   // killed worker's kernel does) frees its connection long before the bound; the PUT that later
   // releases the held GET answers into nothing, and the server goes on serving.
-  etrun::rendezvous::ServiceThreads threads(1);
-  etrun::rendezvous::LoopDeadlines deadlines(&threads.loop());
-  KvStore store;
-  KvHandler handler(&store, &deadlines, std::chrono::seconds(120));
-  HttpServer server(threads.loops(), &handler);
-  std::string err;
-  REQUIRE(server.Listen("127.0.0.1", 0, &err));
-  threads.Start();
-  int held = Connect(server.port());
+  ThreadedStore t(1, std::chrono::seconds(120));
+  int held = Connect(t.server.port());
   REQUIRE(held >= 0);
   std::string get = CppClient("GET", "/global/7");
   REQUIRE(send(held, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size()));
-  REQUIRE(WaitFor([&] { return store.waiter_count() == 1; }));
-  CHECK(server.caps()->connections() == 1);
+  REQUIRE(WaitFor([&] { return t.store.waiter_count() == 1; }));
+  CHECK(t.server.caps()->connections() == 1);
   linger reset{1, 0};
   REQUIRE(setsockopt(held, SOL_SOCKET, SO_LINGER, &reset, sizeof reset) == 0);
   close(held);
-  CHECK(WaitFor([&] { return server.caps()->connections() == 0; }));  // 30 s at most: a quarter of the bound
-  CHECK(Status(Exchange(server.port(), CppClient("PUT", "/global/7", "late value"))) == 200);
-  CHECK(Status(Exchange(server.port(), CppClient("GET", "/global/7"))) == 200);
-  threads.Stop();
-  server.Stop();
+  CHECK(WaitFor([&] { return t.server.caps()->connections() == 0; }));  // 30 s at most: a quarter of the bound
+  CHECK(Status(Exchange(t.server.port(), CppClient("PUT", "/global/7", "late value"))) == 200);
+  CHECK(Status(Exchange(t.server.port(), CppClient("GET", "/global/7"))) == 200);
 }
