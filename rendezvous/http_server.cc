@@ -1,6 +1,5 @@
 #include "rendezvous/http_server.h"
 
-#include "discovery/interfaces.h"
 #include "rendezvous/http_request.h"
 
 #include <arpa/inet.h>
@@ -635,6 +634,17 @@ void HttpServer::AcceptReady(Listener* listener) {
   if (!arrivals.empty()) Admit(listener, std::move(arrivals));
 }
 
+namespace {
+
+std::string DottedQuad(uint32_t address) {
+  in_addr ip{htonl(address)};
+  char text[INET_ADDRSTRLEN] = "";
+  inet_ntop(AF_INET, &ip, text, sizeof text);
+  return text;
+}
+
+}  // namespace
+
 void HttpServer::Admit(Listener* listener, std::vector<Arrival> arrivals) {
   std::vector<TcpFourTuple> asks;
   for (Arrival& arrival : arrivals) {
@@ -642,7 +652,7 @@ void HttpServer::Admit(Listener* listener, std::vector<Arrival> arrivals) {
       if (FirstTime(&refused_, arrival.address)) {
         spdlog::warn("refused a rendezvous connection from {}: not one of the job's hosts (admit a "
                      "network with --rendezvous-allow CIDR)",
-                     discovery::Ipv4Text(arrival.address));
+                     DottedQuad(arrival.address));
       }
       Refuse(arrival.fd, kNotAJobHost);
       arrival.fd = -1;
@@ -677,7 +687,7 @@ void HttpServer::Admit(Listener* listener, std::vector<Arrival> arrivals) {
         if (FirstTime(&capped_, arrival.address)) {
           spdlog::warn("refused rendezvous connections from {}: it has {} open, the most one address may "
                        "(a Horovod worker holds one or two)",
-                       discovery::Ipv4Text(arrival.address), caps_->max_per_peer());
+                       DottedQuad(arrival.address), caps_->max_per_peer());
         }
         Refuse(arrival.fd, kPeerFull);
         continue;
@@ -705,7 +715,7 @@ bool HttpServer::IsJobUser(const Arrival& arrival, const std::optional<uint32_t>
     warned_unknown_owner_ = true;
     spdlog::warn("refused a rendezvous connection from {}:{} on this machine: cannot tell which user it "
                  "belongs to ({}); only the job's user may use its store",
-                 discovery::Ipv4Text(arrival.address), ntohs(arrival.peer.sin_port), err);
+                 DottedQuad(arrival.address), ntohs(arrival.peer.sin_port), err);
   }
   return false;
 }

@@ -16,8 +16,7 @@
 #     time and server CPU.
 # SCOPE_SIZES="256" runs only that N in 2 (the N = 1,024 runs take minutes each).
 # Needs $BUILD/etrun_rendezvous_bench (BUILD defaults to build). If that target is missing but
-# $BUILD/libetrun_core.a exists, the tool is compiled by hand into a temp dir against it (and
-# libetrun_agent_core.a).
+# $BUILD/libetrun_core.a exists, the tool is compiled by hand into a temp dir against it.
 # Exit status: 0 when every target passes and every run verified its data, 1 otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -43,8 +42,7 @@ if [[ ! -x $bench ]]; then
   echo "($bench not built; compiling scripts/bench/rendezvous_load.cc against $BUILD/libetrun_core.a)"
   bench=$out/etrun_rendezvous_bench
   g++ -std=c++20 -O2 -DNDEBUG -Wall -Wextra -Werror -I. -DBOOST_ASIO_NO_DEPRECATED \
-    scripts/bench/rendezvous_load.cc "$BUILD/libetrun_core.a" "$BUILD/libetrun_agent_core.a" -lspdlog -lfmt \
-    -lpthread -o "$bench"
+    scripts/bench/rendezvous_load.cc "$BUILD/libetrun_core.a" -lspdlog -lfmt -lpthread -o "$bench"
 fi
 command -v wrk > /dev/null || { echo "rendezvous.sh: error: wrk not on PATH (apt-get install wrk)" >&2; exit 1; }
 
