@@ -21,12 +21,12 @@ void ServerCaps::Release(uint32_t address) {
 }
 
 bool ServerCaps::ReserveBody(uint32_t address, size_t bytes) {
+  if (bytes == 0) return true;  // nothing to hold (most requests: GETs), so no lock
   std::lock_guard<std::mutex> lock(mu_);
   if (bytes > max_body_bytes_ - body_bytes_) return false;
   auto it = peer_body_bytes_.find(address);
   size_t mine = it == peer_body_bytes_.end() ? 0 : it->second;
   if (bytes > max_body_bytes_ / 4 - mine) return false;
-  if (bytes == 0) return true;
   body_bytes_ += bytes;
   peer_body_bytes_[address] = mine + bytes;
   return true;
