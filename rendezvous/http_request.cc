@@ -38,7 +38,128 @@ size_t BodyReservation(const http::request_parser<http::string_body>& parser, co
   return static_cast<size_t>(parser.content_length().value_or(0));
 }
 
-int DecodeRequestBytes(std::string_view raw, const HttpLimits& limits, HttpRequest* out) {
+namespace {
+
+// RFC 9110's tchar: what a method and a field name are made of.
+bool IsTokenChar(unsigned char c) {
+  static constexpr std::string_view kMarks = "!#$%&'*+-.^_`|~";
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c != 0 && kMarks.find(static_cast<char>(c)) != std::string_view::npos);
+}
+
+bool EqualsLower(std::string_view text, std::string_view lower) {
+  if (text.size() != lower.size()) return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != lower[i]) return false;
+  }
+  return true;
+}
+
+// The fields ParseSimpleHead reads, or leaves the whole request to Beast for.
+enum class Field { kOther, kContentLength, kConnection, kAuthorization, kBeasts };
+
+Field Classify(std::string_view name) {
+  if (EqualsLower(name, "content-length")) return Field::kContentLength;
+  if (EqualsLower(name, "connection")) return Field::kConnection;
+  if (EqualsLower(name, "authorization")) return Field::kAuthorization;
+  if (EqualsLower(name, "transfer-encoding") || EqualsLower(name, "upgrade") ||
+      EqualsLower(name, "proxy-connection")) {
+    return Field::kBeasts;
+  }
+  return Field::kOther;
+}
+
+}  // namespace
+
+bool ParseSimpleHead(std::string_view bytes, const HttpLimits& limits, SimpleHead* head) {
+  // Only a head well inside the limit: Beast alone decides the ones near it (413).
+  const size_t end = bytes.find("\r\n\r\n");
+  if (end == std::string_view::npos || end + 4 >= limits.max_header_bytes) return false;
+  std::string_view rest = bytes.substr(0, end + 2);  // every line with its CRLF
+  // request-line = method SP request-target SP HTTP-version CRLF
+  size_t i = 0;
+  while (i < rest.size() && IsTokenChar(static_cast<unsigned char>(rest[i]))) ++i;
+  if (i == 0 || i >= rest.size() || rest[i] != ' ') return false;
+  head->method = rest.substr(0, i);
+  size_t start = ++i;
+  while (i < rest.size() && rest[i] > ' ' && rest[i] < 0x7f) ++i;
+  if (i == start || i >= rest.size() || rest[i] != ' ') return false;
+  head->target = rest.substr(start, i - start);
+  std::string_view version = rest.substr(i + 1, 10);
+  bool http11 = version == "HTTP/1.1\r\n";
+  if (!http11 && version != "HTTP/1.0\r\n") return false;
+  rest.remove_prefix(i + 1 + 10);
+  // field-name ":" OWS field-value OWS CRLF, printable ASCII only, no folded lines.
+  bool close = false, keep_alive = false, seen_connection = false, seen_authorization = false;
+  head->authorization = {};
+  head->has_content_length = false;
+  head->content_length = 0;
+  while (!rest.empty()) {
+    size_t eol = rest.find("\r\n");  // there is one: every line kept its CRLF
+    std::string_view line = rest.substr(0, eol);
+    rest.remove_prefix(eol + 2);
+    size_t colon = 0;
+    while (colon < line.size() && IsTokenChar(static_cast<unsigned char>(line[colon]))) ++colon;
+    if (colon == 0 || colon == line.size() || line[colon] != ':') return false;
+    std::string_view value = line.substr(colon + 1);
+    for (char c : value) {
+      if ((c < ' ' && c != '\t') || c >= 0x7f) return false;
+    }
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    switch (Classify(line.substr(0, colon))) {
+      case Field::kOther:
+        break;
+      case Field::kBeasts:
+        return false;
+      case Field::kContentLength: {
+        if (head->has_content_length || value.empty() || value.size() > 18) return false;
+        size_t length = 0;
+        for (char c : value) {
+          if (c < '0' || c > '9') return false;
+          length = length * 10 + static_cast<size_t>(c - '0');
+        }
+        if (length > limits.max_body_bytes) return false;
+        head->has_content_length = true;
+        head->content_length = length;
+        break;
+      }
+      case Field::kConnection:
+        if (seen_connection) return false;
+        seen_connection = true;
+        if (EqualsLower(value, "close")) close = true;
+        else if (EqualsLower(value, "keep-alive")) keep_alive = true;
+        else return false;
+        break;
+      case Field::kAuthorization:
+        if (seen_authorization) return false;
+        seen_authorization = true;
+        head->authorization = value;
+        break;
+    }
+  }
+  head->size = end + 4;
+  head->keep_alive = http11 ? !close : keep_alive;
+  return true;
+}
+
+int DecodeRequestBytes(std::string_view raw, const HttpLimits& limits, HttpRequest* out, bool* keep_alive,
+                       Decoder decoder) {
+  SimpleHead head;
+  if (decoder == Decoder::kAsServer && ParseSimpleHead(raw, limits, &head)) {
+    // As the server takes it (HttpServer's Connection): 411, then the body's reservation.
+    if (head.method == "PUT" && !head.has_content_length) return 411;
+    if (head.content_length > limits.max_body_bytes_in_flight) return 503;
+    if (raw.size() - head.size < head.content_length) return -1;
+    out->method = head.method;
+    out->target = head.target;
+    out->authorization = head.authorization;
+    out->body = raw.substr(head.size, head.content_length);
+    if (keep_alive != nullptr) *keep_alive = head.keep_alive;
+    return 0;
+  }
   http::request_parser<http::string_body> parser;
   parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
   parser.body_limit(limits.max_body_bytes);
@@ -60,8 +181,10 @@ int DecodeRequestBytes(std::string_view raw, const HttpLimits& limits, HttpReque
       if (BodyReservation(parser, limits) > limits.max_body_bytes_in_flight) return 503;
     }
   }
-  bool keep_alive = false;
-  return AcceptRequest(parser.release(), out, &keep_alive);
+  bool alive = false;
+  int status = AcceptRequest(parser.release(), out, &alive);
+  if (keep_alive != nullptr) *keep_alive = alive;
+  return status;
 }
 
 }  // namespace etrun::rendezvous

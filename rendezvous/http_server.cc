@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -32,13 +33,27 @@ namespace {
 
 // The status line and headers of a response: what Beast writes for the same response, so the
 // bytes are unchanged ("Connection: close" first when closing, then Content-Length, always).
-std::string ResponseHeader(int status, bool keep_alive, size_t length) {
-  std::string header = "HTTP/1.1 " + std::to_string(status) + " ";
+// Written into `out`, no allocation; returns their size. The longest (a 511 closing, a 20-digit
+// length) takes 106 bytes.
+constexpr size_t kMaxResponseHeader = 128;
+size_t WriteResponseHeader(int status, bool keep_alive, size_t length, char (&out)[kMaxResponseHeader]) {
+  char* at = out;
+  auto put = [&at](std::string_view text) { at = std::copy(text.begin(), text.end(), at); };
+  put("HTTP/1.1 ");
+  at = std::to_chars(at, out + kMaxResponseHeader, status).ptr;
+  put(" ");
   auto reason = http::obsolete_reason(static_cast<http::status>(status));
-  header.append(reason.data(), reason.size());
-  header += keep_alive ? "\r\n" : "\r\nConnection: close\r\n";
-  header += "Content-Length: " + std::to_string(length) + "\r\n\r\n";
-  return header;
+  put(std::string_view(reason.data(), reason.size()));
+  put(keep_alive ? "\r\n" : "\r\nConnection: close\r\n");
+  put("Content-Length: ");
+  at = std::to_chars(at, out + kMaxResponseHeader, length).ptr;
+  put("\r\n\r\n");
+  return static_cast<size_t>(at - out);
+}
+
+std::string ResponseHeader(int status, bool keep_alive, size_t length) {
+  char header[kMaxResponseHeader];
+  return std::string(header, WriteResponseHeader(status, keep_alive, length, header));
 }
 
 // Each set of things the accept loop logs once holds at most this many: an address seen
@@ -151,15 +166,12 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     std::atomic<bool> sent_{false};
   };
 
-  // A new request: a fresh parser and one deadline for the whole request, header and body (a
-  // slow sender is cut off with it; an idle keep-alive client too). Bytes already here (a
-  // pipelined request) are parsed at once; otherwise the socket is read when epoll says so.
+  // A new request: one deadline for the whole request, header and body (a slow sender is cut
+  // off with it; an idle keep-alive client too). Bytes already here (a pipelined request) are
+  // parsed at once; otherwise the socket is read when epoll says so.
   void BeginRequest() {
     state_ = State::kReading;
-    parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
-    parser_->body_limit(limits_.max_body_bytes);
-    parser_->eager(true);
+    phase_ = Phase::kHead;
     received_ = 0;
     Arm();
     if (!pending_.empty()) {
@@ -196,17 +208,85 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     readable_ = false;
     peer_done_ = true;
     if (received_ == 0 && pending_.empty()) return Close(true);
+    if (phase_ == Phase::kBody) return Reply({400, ""});  // as Beast's partial message
+    if (phase_ == Phase::kHead && !ToBeast()) return;
     beast::error_code ec;
     parser_->put_eof(ec);
     int status = ec ? StatusForReadError(ec) : 400;
     return status == 0 ? Close(true) : Reply({status, ""});
   }
 
-  // Gives `size` bytes to the parser: with what an incomplete header left before them, and
-  // keeping what follows a whole request (the next one). False once the connection is not
-  // reading any more (answered, handed on, or closed).
+  // Takes `size` bytes of the request: parsed as a simple head with its body (ParseSimpleHead)
+  // when they start with one, else by Beast. What follows a whole request is kept (the next
+  // one). False once the connection is not reading any more (answered, handed on, or closed).
   bool Feed(const char* data, size_t size) {
     received_ += size;
+    if (phase_ == Phase::kBody) return FeedBody(data, size);
+    if (phase_ == Phase::kBeast) return FeedBeast(data, size);
+    // A pipelined request's first bytes, and these after them, or these alone.
+    std::string joined;
+    std::string_view in(data, size);
+    if (!pending_.empty()) {
+      joined = std::move(pending_);
+      pending_.clear();
+      joined.append(data, size);
+      in = joined;
+    }
+    SimpleHead head;
+    if (!ParseSimpleHead(in, limits_, &head)) {
+      pending_ = joined.empty() ? std::string(in) : std::move(joined);
+      return ToBeast();
+    }
+    keep_alive_ = head.keep_alive;
+    if (head.method == "PUT" && !head.has_content_length) {  // as AcceptRequest
+      Reply({411, ""});
+      return false;
+    }
+    // The body's bytes are reserved before they are read (ServerCaps), or 503.
+    if (!caps_->ReserveBody(address_, head.content_length)) {
+      Reply({503, "the rendezvous store is receiving too much at once; try again\n"});
+      return false;
+    }
+    reserved_ = head.content_length;
+    request_.method.assign(head.method);
+    request_.target.assign(head.target);
+    request_.authorization.assign(head.authorization);
+    request_.body.clear();
+    body_length_ = head.content_length;
+    if (body_length_ > 0) request_.body.reserve(body_length_);
+    phase_ = Phase::kBody;
+    in.remove_prefix(head.size);
+    return FeedBody(in.data(), in.size());
+  }
+
+  // A simple head's body: up to its Content-Length, the rest kept for the next request.
+  bool FeedBody(const char* data, size_t size) {
+    size_t take = std::min(size, body_length_ - request_.body.size());
+    request_.body.append(data, take);
+    if (request_.body.size() < body_length_) return true;
+    pending_.assign(data + take, size - take);
+    Dispatch(std::move(request_));
+    request_ = {};
+    return false;
+  }
+
+  // The request so far (pending_, from its first byte) goes to Beast's parser instead. False
+  // once the connection is not reading any more.
+  bool ToBeast() {
+    phase_ = Phase::kBeast;
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
+    parser_->body_limit(limits_.max_body_bytes);
+    parser_->eager(true);
+    std::string bytes = std::move(pending_);
+    pending_.clear();
+    return bytes.empty() || FeedBeast(bytes.data(), bytes.size());
+  }
+
+  // Gives `size` bytes to Beast's parser: with what an incomplete header left before them, and
+  // keeping what follows a whole request (the next one). False once the connection is not
+  // reading any more.
+  bool FeedBeast(const char* data, size_t size) {
     std::string_view in(data, size);
     if (!pending_.empty()) {  // the header so far: Beast wants it whole, from its first byte
       pending_.append(data, size);
@@ -255,15 +335,26 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     reserved_ = 0;
   }
 
+  // A whole request parsed by Beast.
   void OnRequest() {
-    Disarm();       // a held rank_and_size may wait for minutes
-    ReleaseBody();  // the body now is the request's, then the store's (which counts its own)
     reservation_checked_ = false;
-    state_ = State::kHandling;
     HttpRequest request;
-    if (int status = AcceptRequest(parser_->release(), &request, &keep_alive_); status != 0) {
+    int status = AcceptRequest(parser_->release(), &request, &keep_alive_);
+    parser_.reset();
+    if (status != 0) {
+      Disarm();
+      ReleaseBody();
+      state_ = State::kHandling;
       return Reply({status, ""});
     }
+    Dispatch(std::move(request));
+  }
+
+  // Hands a whole request to the handler.
+  void Dispatch(HttpRequest request) {
+    Disarm();       // a held rank_and_size may wait for minutes
+    ReleaseBody();  // the body now is the request's, then the store's (which counts its own)
+    state_ = State::kHandling;
     if (server_alive_.expired()) return Reply({503, ""});
     auto answer = std::make_shared<Answer>(shared_from_this());
     handler_->Handle(std::move(request), [answer](HttpResponse response) { answer->Send(std::move(response)); });
@@ -288,7 +379,7 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     keep_ = keep_alive_ && response.status < 400;
     body_ = std::move(response.body);
     shared_body_ = std::move(response.shared_body);
-    header_ = ResponseHeader(response.status, keep_, (shared_body_ ? *shared_body_ : body_).size());
+    header_size_ = WriteResponseHeader(response.status, keep_, (shared_body_ ? *shared_body_ : body_).size(), header_);
     written_ = 0;
     state_ = State::kWriting;
     Write();
@@ -296,15 +387,15 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
 
   void Write() {
     const std::string& body = shared_body_ ? *shared_body_ : body_;
-    const size_t total = header_.size() + body.size();
+    const size_t total = header_size_ + body.size();
     while (written_ < total) {
       iovec iov[2];
       int count = 0;
-      if (written_ < header_.size()) {
-        iov[count++] = {header_.data() + written_, header_.size() - written_};
+      if (written_ < header_size_) {
+        iov[count++] = {header_ + written_, header_size_ - written_};
         iov[count++] = {const_cast<char*>(body.data()), body.size()};
       } else {
-        iov[count++] = {const_cast<char*>(body.data()) + (written_ - header_.size()), total - written_};
+        iov[count++] = {const_cast<char*>(body.data()) + (written_ - header_size_), total - written_};
       }
       msghdr message{};
       message.msg_iov = iov;
@@ -428,11 +519,19 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     });
   }
 
+  // How the current request is being parsed: its head not yet (kHead), or it was a simple head
+  // and its body is coming (kBody), or Beast parses it (kBeast).
+  enum class Phase { kHead, kBody, kBeast };
+
   int fd_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  Phase phase_ = Phase::kHead;
+  HttpRequest request_;     // kBody: the request, its body growing to body_length_
+  size_t body_length_ = 0;  // kBody
+  std::optional<http::request_parser<http::string_body>> parser_;  // kBeast
   std::string pending_;  // read, not yet parsed: an incomplete header, or a pipelined request
   size_t received_ = 0;  // bytes of the current request read so far
-  std::string header_;   // of the response being written
+  char header_[kMaxResponseHeader];  // of the response being written
+  size_t header_size_ = 0;
   std::string body_;     // its body, unless shared_body_
   std::shared_ptr<const std::string> shared_body_;
   size_t written_ = 0;   // of header_ then the body

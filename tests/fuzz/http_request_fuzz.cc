@@ -1,7 +1,8 @@
 // libFuzzer target: arbitrary bytes as an HTTP request to the rendezvous server, decoded exactly
 // as the server decodes them and, when they form a request, routed to the KV store. Checks that
-// every outcome is one of the statuses the server may answer, and that a stored value reads back
-// byte for byte. The caps are small enough to be reached: bodies past 4 KiB in flight (503 before
+// every outcome is one of the statuses the server may answer, that the server's own parser of
+// simple heads (ParseSimpleHead) makes of the bytes exactly what Beast alone makes of them, and
+// that a stored value reads back byte for byte. The caps are small enough to be reached: bodies past 4 KiB in flight (503 before
 // the body is read) and a store of 64 KiB (a PUT past it: 503, nothing stored). Run:
 // scripts/fuzz.sh.
 #include <cstdint>
@@ -29,9 +30,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_header_bytes = 4096;
   limits.max_body_bytes = 1 << 16;
   limits.max_body_bytes_in_flight = 1 << 12;
-  HttpRequest request;
-  int status = etrun::rendezvous::DecodeRequestBytes(
-      std::string_view(reinterpret_cast<const char*>(data), size), limits, &request);
+  const std::string_view raw(reinterpret_cast<const char*>(data), size);
+  HttpRequest request, beasts;
+  bool keep_alive = false, beasts_keep_alive = false;
+  int status = etrun::rendezvous::DecodeRequestBytes(raw, limits, &request, &keep_alive);
+  int beasts_status = etrun::rendezvous::DecodeRequestBytes(raw, limits, &beasts, &beasts_keep_alive,
+                                                            etrun::rendezvous::Decoder::kBeastOnly);
+  if (status != beasts_status) abort();
+  if (status == 0 && (request.method != beasts.method || request.target != beasts.target ||
+                      request.body != beasts.body || request.authorization != beasts.authorization ||
+                      keep_alive != beasts_keep_alive)) {
+    abort();
+  }
   if (status != 0) {
     if (status != -1 && status != 400 && status != 411 && status != 413 && status != 503) abort();
     return 0;
