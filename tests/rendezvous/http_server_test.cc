@@ -335,6 +335,35 @@ TEST_CASE("idle connections and slow senders are cut off at the read timeout") {
   CHECK_FALSE(s.store.Get("global", "0").has_value());
 }
 
+TEST_CASE("a request that arrives in pieces is read whole, wherever it is cut") {
+  // Given a PUT followed by a GET on one connection, sent in two writes cut at one place (in the
+  // request line, in a field, at the head's end, in the body, in the next request), the server
+  // answers both: a head not all here is Beast's to parse, a body that comes later is awaited.
+  // Given a body the client stops short of with its close, the answer is 400 (a partial message).
+  std::string put = CppClient("PUT", "/global/0", "hello");
+  std::string both = put + "GET /global/0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  size_t head = put.find("\r\n\r\n") + 4;
+  for (size_t cut : {size_t{5}, size_t{30}, head, head + 2, put.size() + 7}) {
+    CAPTURE(cut);
+    Server s;
+    int fd = etrun::testing::Connect(s.server.port());
+    REQUIRE(send(fd, both.data(), cut, MSG_NOSIGNAL) == static_cast<ssize_t>(cut));
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // read apart from the rest
+    REQUIRE(send(fd, both.data() + cut, both.size() - cut, MSG_NOSIGNAL) == static_cast<ssize_t>(both.size() - cut));
+    std::string r = etrun::testing::ReadAll(fd);
+    close(fd);
+    CHECK(r.rfind("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 0) == 0);
+    CHECK(r.size() > 5);
+    CHECK(r.substr(r.size() - 5) == "hello");
+    CHECK(s.store.Get("global", "0") == "hello");
+  }
+  Server s;
+  CHECK(Exchange(s.server.port(), "PUT /global/0 HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc", true) ==
+        "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+  CHECK_FALSE(s.store.Get("global", "0").has_value());
+  CHECK(WaitFor([&] { return s.server.caps()->body_bytes() == 0; }));
+}
+
 TEST_CASE("a client that stops reading its answer is cut off at the timeout") {
   // Given a 300 ms timeout and a 16 MB value, a GET whose client never reads fills the socket's
   // buffers and stalls the server's write: the connection is closed by the deadline and its
