@@ -1,5 +1,4 @@
-// HttpServer: a small HTTP/1.1 server on epoll loops of its own, parsing with Boost.Beast, that
-// fronts the rendezvous store. A connection closes after its response unless the client asked
+// HttpServer: a small HTTP/1.1 server on epoll loops of its own that fronts the rendezvous store. A connection closes after its response unless the client asked
 // for keep-alive (Horovod's own server closes always; its clients cope with both); every
 // response carries `Content-Length` spelled exactly so (Horovod's C++ client needs it, spec §4.5).
 // Hardened where Horovod's server is fragile (§9.10, §9.12, §9.20): bounded header and body
@@ -32,8 +31,9 @@
 //
 // Sockets (rendezvous/event_loop.h): non-blocking from accept4, registered once with epoll,
 // edge-triggered; the peer's address comes from accept4, TCP_NODELAY from the listener. A request
-// is read when epoll says its bytes came, never tried before; Beast's parser takes the bytes as
-// they are read. A connection the client reset (a killed worker's kernel does) is closed at
+// is read when epoll says its bytes came, never tried before. A head in the simple shape every
+// client of the store sends, whole in the bytes read, is parsed in place (ParseSimpleHead,
+// rendezvous/http_request.h); any other request goes to Beast's parser from its first byte. A connection the client reset (a killed worker's kernel does) is closed at
 // once, even while its request is held: it frees its place then, not at the hold's bound. One
 // the client only half-closed still gets its answer.
 //
