@@ -14,7 +14,9 @@
 #     sockets, no server logic, blocking and event-driven: the least wall time and CPU a server
 #     could reach here; then etrun's N = 256 run (all cores, at once) as a ratio to each, wall
 #     time and server CPU.
-# SCOPE_SIZES="256" runs only that N in 2 (the N = 1,024 runs take minutes each).
+# SCOPE_SIZES="256" runs only that N in 2 (the N = 1,024 runs take minutes each). FLOOR_ROUNDS=K
+# adds 4: K interleaved rounds of the store at N = 256 and both floors, each round's ratios and
+# their medians (about 45 s a round on 2 cores).
 # Needs $BUILD/etrun_rendezvous_bench (BUILD defaults to build). If that target is missing but
 # $BUILD/libetrun_core.a exists, the tool is compiled by hand into a temp dir against it.
 # Exit status: 0 when every target passes and every run verified its data, 1 otherwise.
@@ -186,5 +188,42 @@ for kind in "" e; do
   fi
 done
 echo "  (issue 39's targets: <= 1.15x and <= 1.25x; one run each spreads widely on a small VM, see"
-echo "   docs/rendezvous.md; not verdicts of this script)"
+echo "   docs/rendezvous.md; FLOOR_ROUNDS=6 for interleaved rounds and their medians; not verdicts)"
+
+# --- 4. interleaved rounds (FLOOR_ROUNDS=K) ---------------------------------------------------------
+# K rounds of: the store at N = 256 (every core, all workers at once), the blocking floor, the
+# event-driven floor, one after another, so that the machine's drift touches all three alike; each
+# round's ratios, then their medians (docs/rendezvous.md's tables).
+rounds=${FLOOR_ROUNDS:-0}
+field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<< "$2"; }  # field NAME RESULT-LINE
+if (( rounds > 0 )); then
+  echo
+  echo "== $rounds interleaved rounds, N=256: store, blocking floor, event-driven floor (wall s, server CPU s)"
+  : > "$out/rounds"
+  for ((r = 1; r <= rounds; r++)); do
+    store=$("$bench" scope 256 --deadline-s 900 --server-threads "$cores" | grep '^RESULT' || true)
+    block=$("$out/rendezvous_floor" 256 | grep '^RESULT' || true)
+    event=$("$out/rendezvous_floor" 256 --event-driven | grep '^RESULT' || true)
+    sw=$(field deleted_s "$store"); sc=$(field server_cpu_s "$store")
+    bw=$(field wall_s "$block"); bc=$(field server_cpu_s "$block")
+    ew=$(field wall_s "$event"); ec=$(field server_cpu_s "$event")
+    if [[ -z $sw || -z $sc || -z $bw || -z $bc || -z $ew || -z $ec ]]; then
+      echo "  round $r: a run failed (store: ${store:-none}; floors: ${block:-none} / ${event:-none})"
+      failed=1
+      continue
+    fi
+    echo "$r $sw $sc $bw $bc $ew $ec" >> "$out/rounds"
+  done
+  awk '
+    function median(a, n,   i, j, t) {
+      for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    BEGIN { print "  | round | store | blocking floor | event-driven floor | / blocking: wall, CPU | / event-driven: wall, CPU |" }
+    {
+      n++; bw[n] = $2 / $4; bc[n] = $3 / $5; ew[n] = $2 / $6; ec[n] = $3 / $7
+      printf "  | %d | %.2f, %.2f | %.2f, %.2f | %.2f, %.2f | %.2f, %.2f | %.2f, %.2f |\n", $1, $2, $3, $4, $5, $6, $7, bw[n], bc[n], ew[n], ec[n]
+    }
+    END { if (n) printf "  | median | | | | %.2f, %.2f | %.2f, %.2f |\n", median(bw, n), median(bc, n), median(ew, n), median(ec, n) }' "$out/rounds"
+fi
 exit "$failed"
