@@ -33,8 +33,8 @@ namespace {
 
 // The status line and headers of a response: what Beast writes for the same response, so the
 // bytes are unchanged ("Connection: close" first when closing, then Content-Length, always).
-// Written into `out`, no allocation; returns their size. The longest (a 511 closing, a 20-digit
-// length) takes 106 bytes.
+// Written into `out`, no allocation; returns their size. The longest (a 444 closing, a 20-digit
+// length) takes 108 bytes.
 constexpr size_t kMaxResponseHeader = 128;
 size_t WriteResponseHeader(int status, bool keep_alive, size_t length, char (&out)[kMaxResponseHeader]) {
   char* at = out;
@@ -143,7 +143,9 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
   }
 
  private:
-  enum class State { kReading, kHandling, kWriting };
+  // kNext: an answer is out and the next request's start is posted; events meanwhile are only
+  // noted (readable_), so that a write already done is not done again.
+  enum class State { kReading, kHandling, kWriting, kNext };
 
   // The answer to one request handed to the handler, shared by every copy of its `respond`: the
   // first call is sent; when the last copy goes uncalled, the client gets a 500 instead of
@@ -427,7 +429,10 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     if (pending_.empty() && !readable_) return BeginRequest();
     // The next request, or the end of the stream, is here already (a pipelining client). Start
     // it from the loop rather than inside this one's stack, whose depth would otherwise grow
-    // with every pipelined request answered at once.
+    // with every pipelined request answered at once. Until then no event may write again (an
+    // EPOLLOUT still registered from an earlier full socket comes with the client's next bytes)
+    // nor start a second request.
+    state_ = State::kNext;
     shard_->loop->Post([self = shared_from_this()] {
       if (!self->closed_) self->BeginRequest();
     });
