@@ -20,10 +20,16 @@ int StatusForReadError(const boost::system::error_code& ec) {
   return 400;
 }
 
+int LengthStatus(std::string_view method, bool has_length) {
+  return method == "PUT" && !has_length ? 411 : 0;
+}
+
 int AcceptRequest(http::request<http::string_body>&& req, HttpRequest* out, bool* keep_alive) {
-  if (req.method() == http::verb::put && req.find(http::field::content_length) == req.end() &&
-      !req.chunked()) {
-    return 411;
+  auto method = req.method_string();
+  if (int status = LengthStatus(std::string_view(method.data(), method.size()),
+                                req.find(http::field::content_length) != req.end() || req.chunked());
+      status != 0) {
+    return status;
   }
   out->method = std::string(req.method_string());
   out->target = std::string(req.target());
@@ -150,7 +156,7 @@ int DecodeRequestBytes(std::string_view raw, const HttpLimits& limits, HttpReque
   SimpleHead head;
   if (decoder == Decoder::kAsServer && ParseSimpleHead(raw, limits, &head)) {
     // As the server takes it (HttpServer's Connection): 411, then the body's reservation.
-    if (head.method == "PUT" && !head.has_content_length) return 411;
+    if (int status = LengthStatus(head.method, head.has_content_length); status != 0) return status;
     if (head.content_length > limits.max_body_bytes_in_flight) return 503;
     if (raw.size() - head.size < head.content_length) return -1;
     out->method = head.method;

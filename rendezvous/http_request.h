@@ -19,6 +19,9 @@ namespace etrun::rendezvous {
 // when the client merely went away (nothing to answer).
 int StatusForReadError(const boost::system::error_code& ec);
 
+// 411 for a PUT without a length (neither Content-Length nor chunked), else 0.
+int LengthStatus(std::string_view method, bool has_length);
+
 // Validates a parsed request and moves it into *out. Returns 0, or the status to answer with
 // (411 for a PUT without Content-Length). *keep_alive tells whether the client may send more.
 int AcceptRequest(boost::beast::http::request<boost::beast::http::string_body>&& req,

@@ -69,6 +69,9 @@ const std::string kNotTheJobsUser = Refusal(403, "only the job's user may use th
 const std::string kPeerFull = Refusal(503, "too many connections from this address\n");
 const std::string kTotalFull = Refusal(503, "too many connections\n");
 
+// The answer to a request whose body would pass ServerCaps' bytes in flight.
+constexpr const char* kReceivingTooMuch = "the rendezvous store is receiving too much at once; try again\n";
+
 // Limits as Listen applies them: the total under half the open-file limit.
 HttpLimits Applied(HttpLimits limits) {
   rlimit files{};
@@ -225,28 +228,21 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     received_ += size;
     if (phase_ == Phase::kBody) return FeedBody(data, size);
     if (phase_ == Phase::kBeast) return FeedBeast(data, size);
-    // A pipelined request's first bytes, and these after them, or these alone.
-    std::string joined;
+    // The request's first bytes: pending_ is empty here (BeginRequest hands its bytes over).
     std::string_view in(data, size);
-    if (!pending_.empty()) {
-      joined = std::move(pending_);
-      pending_.clear();
-      joined.append(data, size);
-      in = joined;
-    }
     SimpleHead head;
     if (!ParseSimpleHead(in, limits_, &head)) {
-      pending_ = joined.empty() ? std::string(in) : std::move(joined);
+      pending_.assign(in);
       return ToBeast();
     }
     keep_alive_ = head.keep_alive;
-    if (head.method == "PUT" && !head.has_content_length) {  // as AcceptRequest
-      Reply({411, ""});
+    if (int status = LengthStatus(head.method, head.has_content_length); status != 0) {
+      Reply({status, ""});
       return false;
     }
     // The body's bytes are reserved before they are read (ServerCaps), or 503.
     if (!caps_->ReserveBody(address_, head.content_length)) {
-      Reply({503, "the rendezvous store is receiving too much at once; try again\n"});
+      Reply({503, kReceivingTooMuch});
       return false;
     }
     reserved_ = head.content_length;
@@ -311,7 +307,7 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
         size_t body = BodyReservation(*parser_, limits_);
         if (!caps_->ReserveBody(address_, body)) {
           pending_.clear();
-          Reply({503, "the rendezvous store is receiving too much at once; try again\n"});
+          Reply({503, kReceivingTooMuch});
           return false;
         }
         reserved_ = body;
