@@ -687,19 +687,13 @@ void HttpServer::Stop() {
 
 void HttpServer::Listener::OnEvents(uint32_t) { server->AcceptReady(this); }
 
-struct HttpServer::Arrival {
-  int fd = -1;
-  sockaddr_in peer{};
-  uint32_t address = 0;
-  bool ask_owner = false;  // from this machine: its owner is looked up
-};
-
 void HttpServer::AcceptReady(Listener* listener) {
   // One /proc reading serves a whole batch. Otherwise one at a time: the listener is
   // level-triggered, so the next epoll_wait (which the loop makes anyway) offers the next one,
   // and no accept4 is spent on learning that none is left.
   const size_t batch = listener->peer_uid && listener->peer_uid->using_proc() ? 1024 : 1;
-  std::vector<Arrival> arrivals;
+  std::vector<Arrival>& arrivals = listener->arrivals;  // kept between calls: no allocation each
+  arrivals.clear();
   while (listener->fd >= 0 && arrivals.size() < batch) {
     Arrival arrival;
     socklen_t length = sizeof arrival.peer;
@@ -731,7 +725,7 @@ void HttpServer::AcceptReady(Listener* listener) {
     }
     break;  // EAGAIN: none left
   }
-  if (!arrivals.empty()) Admit(listener, std::move(arrivals));
+  if (!arrivals.empty()) Admit(listener, arrivals);
 }
 
 namespace {
@@ -745,7 +739,7 @@ std::string DottedQuad(uint32_t address) {
 
 }  // namespace
 
-void HttpServer::Admit(Listener* listener, std::vector<Arrival> arrivals) {
+void HttpServer::Admit(Listener* listener, std::vector<Arrival>& arrivals) {
   std::vector<TcpFourTuple> asks;
   for (Arrival& arrival : arrivals) {
     if (access_ != nullptr && !access_->Allows(arrival.address)) {

@@ -42,6 +42,8 @@
 #ifndef ETRUN_RENDEZVOUS_HTTP_SERVER_H_
 #define ETRUN_RENDEZVOUS_HTTP_SERVER_H_
 
+#include <netinet/in.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -177,7 +179,13 @@ class HttpServer {
     bool sweeping = false;        // a sweep is due
     std::vector<char> scratch = std::vector<char>(64 << 10);  // each read lands here first
   };
-  struct Arrival;
+  // A connection just accepted, before it is admitted.
+  struct Arrival {
+    int fd = -1;
+    sockaddr_in peer{};
+    uint32_t address = 0;
+    bool ask_owner = false;  // from this machine: its owner is looked up
+  };
   // One shard's accept loop: its socket, and what only that loop touches.
   struct Listener : Watcher {
     Listener(HttpServer* owner, EventLoop* event_loop) : server(owner), loop(event_loop) {}
@@ -188,13 +196,14 @@ class HttpServer {
     std::unique_ptr<PeerUid> peer_uid;  // with local_user_
     bool out_of_descriptors = false;    // warned about EMFILE on accept; accepting paused
     std::shared_ptr<Shard> shard = std::make_shared<Shard>(loop);  // this shard's connections
+    std::vector<Arrival> arrivals;  // AcceptReady's batch, kept for the next one
   };
   // Takes the connections waiting on `listener` (a bounded batch: one /proc reading serves all
   // of them when owners are looked up there) and admits them. The listener's loop only.
   void AcceptReady(Listener* listener);
   // Admits new connections, or answers each at once and closes it (set_access, set_local_user,
   // the caps). The listener's loop only.
-  void Admit(Listener* listener, std::vector<Arrival> arrivals);
+  void Admit(Listener* listener, std::vector<Arrival>& arrivals);
   bool IsJobUser(const Arrival& arrival, const std::optional<uint32_t>& uid, const std::string& err);
   // Writes `response` to a new connection whose request is not read, and closes it.
   static void Refuse(int fd, const std::string& response);
