@@ -1,5 +1,8 @@
 #include "rendezvous/http_request.h"
 
+#include <array>
+#include <string_view>
+
 #include <boost/asio/error.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -47,11 +50,17 @@ size_t BodyReservation(const http::request_parser<http::string_body>& parser, co
 namespace {
 
 // RFC 9110's tchar: what a method and a field name are made of.
-bool IsTokenChar(unsigned char c) {
-  static constexpr std::string_view kMarks = "!#$%&'*+-.^_`|~";
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         (c != 0 && kMarks.find(static_cast<char>(c)) != std::string_view::npos);
-}
+// RFC 9110's tchar, by byte: one load a byte of every method and field name parsed (a search
+// of the marks below was a call to memchr for each '-').
+constexpr std::array<bool, 256> kTokenChars = [] {
+  std::array<bool, 256> table{};
+  for (int c = '0'; c <= '9'; ++c) table[c] = true;
+  for (int c = 'a'; c <= 'z'; ++c) table[c] = table[c - 'a' + 'A'] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) table[static_cast<unsigned char>(c)] = true;
+  return table;
+}();
+
+bool IsTokenChar(unsigned char c) { return kTokenChars[c]; }
 
 bool EqualsLower(std::string_view text, std::string_view lower) {
   if (text.size() != lower.size()) return false;
