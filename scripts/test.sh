@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Runs etrun's whole test suite: installs missing packages, then
-#   1. builds build/ (Release) and runs a short libFuzzer pass, 6 s per fuzz target
-#      (scripts/fuzz.sh), the unit tests (doctest) and the integration tests (real processes, real
-#      Python) through ctest;
+#   1. builds build/ (Release) and runs the unit tests (doctest) and the integration tests (real
+#      processes, real Python) through ctest;
 #   2. builds build-asan/ (AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer) and runs
 #      the same ctest suite against the instrumented etrun;
 #   3. builds etrun in build-tsan/ (ThreadSanitizer) and runs the integration tests that exercise
-#      its threads again.
+#      its threads again;
+#   and a short libFuzzer pass, 6 s per fuzz target (scripts/fuzz.sh).
 # Any sanitizer report, in any process (etrun, its `__ssh_rank` helpers, the test binary), fails
 # the run (see scripts/sanitizer_logs.sh). ETRUN_SANITIZERS=0 skips stages 2 and 3 locally; CI
 # (CI=true) always runs them and builds with -Werror. Prints how long each stage took.
-# The sanitizer builds run beside the test stage before them at idle CPU priority (SCHED_IDLE:
-# they get only the cores the tests leave unused, and yield them at once), since the tests spend
-# most of their time waiting on processes, sockets and timeouts: build-asan/ is built while the
-# release tests run, build-tsan/ while the ASan tests run. Their output goes to
-# <dir>/build.log, shown when a build fails.
+# The sanitizer builds and the fuzz pass run beside a test stage at idle CPU priority
+# (SCHED_IDLE: they get only the cores the tests leave unused, and yield them at once), since the
+# tests spend most of their time waiting on processes, sockets and timeouts: build-asan/ is built
+# while the release tests run; build-tsan/ and the fuzz pass (its clang build, then its runs) go
+# while the ASan tests run. Their output goes to <dir>/build.log (the fuzz pass's to
+# build-fuzz/pass.log), shown when they fail; the fuzz pass's summary is printed once it is done.
+# Without the sanitizer stages, the fuzz pass is a stage of its own after the release tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -53,29 +55,35 @@ build() {  # build DIR TARGETS... -- CMAKE_ARGS...
 idle_self() {  # this (sub)shell, and all it starts, at idle CPU priority (else the lowest nice)
   chrt --idle -p 0 "$BASHPID" >/dev/null 2>&1 || renice -n 19 -p "$BASHPID" >/dev/null
 }
-declare -A beside_pid
-build_beside() {  # build_beside NAME DIR TARGETS... -- CMAKE_ARGS...: starts `build` in the background
-  local name=$1 dir=$2
-  shift
-  mkdir -p "$dir"
-  echo "etrun: == $name (beside the tests, idle priority; log: $dir/build.log)" >&2
+declare -A beside_pid beside_log
+beside() {  # beside NAME LOG COMMAND...: starts COMMAND in the background, output to LOG
+  local name=$1 log=$2
+  shift 2
+  mkdir -p "$(dirname "$log")"
+  echo "etrun: == $name (beside the tests, idle priority; log: $log)" >&2
   set -m  # its own process group, so that an early exit stops all of it (finish)
   ( idle_self
     start=$SECONDS
-    trap 'echo $((SECONDS - start)) >"$dir/build.seconds"' EXIT
-    build "$@" >"$dir/build.log" 2>&1 ) &
+    trap 'echo $((SECONDS - start)) >"$log.seconds"' EXIT
+    "$@" >"$log" 2>&1 ) &
   set +m
   beside_pid[$name]=$!
+  beside_log[$name]=$log
   background+=($!)
 }
-wait_built() {  # wait_built NAME DIR: waits for build_beside's build; its log's end if it failed
-  local name=$1 dir=$2 start=$SECONDS
+build_beside() {  # build_beside NAME DIR TARGETS... -- CMAKE_ARGS...: starts `build` in the background
+  local name=$1
+  shift
+  beside "$name" "$1/build.log" build "$@"
+}
+wait_beside() {  # wait_beside NAME: waits for what `beside` started; its log's end if it failed
+  local name=$1 start=$SECONDS log=${beside_log[$1]}
   if ! wait "${beside_pid[$name]}"; then
-    tail -n 60 "$dir/build.log" >&2
-    echo "etrun: error: the $name failed (whole log: $dir/build.log)" >&2
+    tail -n 60 "$log" >&2
+    echo "etrun: error: the $name failed (whole log: $log)" >&2
     exit 1
   fi
-  timings+=("$(printf '%-28s %4d s, %d s of it waited for' "$name" "$(cat "$dir/build.seconds")" \
+  timings+=("$(printf '%-28s %4d s, %d s of it waited for' "$name" "$(cat "$log.seconds")" \
     $((SECONDS - start)))")
 }
 run_ctest() {  # run_ctest DIR [PYTEST_ADDOPTS [CTEST_ARGS...]]
@@ -122,7 +130,7 @@ horovod() {
 }
 stage "real horovod (build or reuse)" horovod
 stage "release build" build build all -- -DCMAKE_BUILD_TYPE=Release
-stage "fuzz (build + run)" scripts/fuzz.sh "${ETRUN_FUZZ_SECONDS:-6}"
+fuzz=(scripts/fuzz.sh "${ETRUN_FUZZ_SECONDS:-6}")
 sanitizers=0
 if [ "${ETRUN_SANITIZERS:-1}" != "0" ] || [ "${CI:-}" = "true" ]; then sanitizers=1; fi
 if [ $sanitizers = 1 ]; then
@@ -135,14 +143,20 @@ fi
 stage "release tests" run_ctest build
 
 if [ $sanitizers = 1 ]; then
-  wait_built "asan+ubsan build" build-asan
+  wait_beside "asan+ubsan build"
   # TSan: the etrun binary only (its threads are what TSan is for; the unit tests run under
   # ASan/UBSan above). -O1, as TSan's per-access cost hurts unoptimized code most.
   build_beside "tsan build" build-tsan etrun -- \
     -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1 -DETRUN_SANITIZE=thread
+  # The fuzz pass: libFuzzer's -timeout is wall time, 10 s for one input that takes
+  # milliseconds, so even the idle priority's smallest share of a busy core does not reach it.
+  beside "fuzz (build + run)" build-fuzz/pass.log "${fuzz[@]}"
   stage "asan+ubsan tests" run_ctest build-asan "$asan_pytest"
-  wait_built "tsan build" build-tsan
+  wait_beside "fuzz (build + run)"
+  grep '^fuzz_' build-fuzz/pass.log >&2 || true
+  wait_beside "tsan build"
   stage "tsan tests" run_ctest build-tsan "$tsan_pytest" -E '^unit$'
 else
+  stage "fuzz (build + run)" "${fuzz[@]}"
   echo "etrun: ETRUN_SANITIZERS=0: skipping the ASan/UBSan and TSan stages" >&2
 fi
