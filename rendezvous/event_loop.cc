@@ -118,6 +118,7 @@ void EventLoop::Post(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     posted_.push_back(std::move(fn));
+    has_posted_.store(true, std::memory_order_release);
     // One write per wake-up: the loop reads the eventfd before it runs what was posted.
     wake = !woken_ && !InLoopThread();
     if (wake) woken_ = true;
@@ -130,10 +131,12 @@ void EventLoop::After(std::chrono::milliseconds delay, std::function<void()> fn)
 }
 
 void EventLoop::RunPosted() {
+  if (!has_posted_.load(std::memory_order_acquire)) return;
   std::vector<std::function<void()>> work;
   {
     std::lock_guard<std::mutex> lock(mu_);
     work.swap(posted_);
+    has_posted_.store(false, std::memory_order_relaxed);
   }
   for (auto& fn : work) {
     if (stopped_) return;
@@ -142,10 +145,8 @@ void EventLoop::RunPosted() {
 }
 
 int EventLoop::TimeoutMs() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!posted_.empty()) return 0;  // posted from this thread: no wake-up was written
-  }
+  // Posted from this thread (no wake-up was written), or from another since RunPosted.
+  if (has_posted_.load(std::memory_order_acquire)) return 0;
   if (timers_.empty()) return -1;
   auto left = timers_.begin()->first - Clock::now();
   if (left <= Clock::duration::zero()) return 0;

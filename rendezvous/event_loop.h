@@ -89,6 +89,11 @@ class EventLoop {
   std::mutex mu_;
   std::vector<std::function<void()>> posted_;  // under mu_
   bool woken_ = false;                         // under mu_: wake_ written, not yet read
+  // Whether posted_ may hold work: set under mu_ by Post, cleared under it by RunPosted. Read
+  // without the lock by the loop's thread, so that a wake-up with nothing posted (nearly every
+  // one: a connection's events) takes no lock. A Post from another thread also writes wake_,
+  // so work it posts after the loop saw false is run on the next wake-up.
+  std::atomic<bool> has_posted_{false};
   std::multimap<Clock::time_point, std::function<void()>> timers_;
   std::vector<std::shared_ptr<void>> retired_;
   Clock::time_point now_ = Clock::now();
