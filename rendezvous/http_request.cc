@@ -49,9 +49,8 @@ size_t BodyReservation(const http::request_parser<http::string_body>& parser, co
 
 namespace {
 
-// RFC 9110's tchar: what a method and a field name are made of.
-// RFC 9110's tchar, by byte: one load a byte of every method and field name parsed (a search
-// of the marks below was a call to memchr for each '-').
+// RFC 9110's tchar: what a method and a field name are made of. A table, one load a byte (a
+// search of the marks below was a call to memchr for each '-').
 constexpr std::array<bool, 256> kTokenChars = [] {
   std::array<bool, 256> table{};
   for (int c = '0'; c <= '9'; ++c) table[c] = true;

@@ -263,8 +263,7 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     request_.body.append(data, take);
     if (request_.body.size() < body_length_) return true;
     pending_.assign(data + take, size - take);
-    Dispatch(std::move(request_));
-    request_ = {};
+    Dispatch(std::move(request_));  // request_ is set whole again by the next simple head (Feed)
     return false;
   }
 
@@ -349,7 +348,7 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
   }
 
   // Hands a whole request to the handler.
-  void Dispatch(HttpRequest request) {
+  void Dispatch(HttpRequest&& request) {
     Disarm();       // a held rank_and_size may wait for minutes
     ReleaseBody();  // the body now is the request's, then the store's (which counts its own)
     state_ = State::kHandling;
