@@ -70,7 +70,12 @@ TEST_CASE("work posted from other threads runs on the loop's thread, each thread
   std::thread a(post, 0), b(post, 1);
   a.join();
   b.join();
+  // The last item stops the loop. Items that never run fail this test (after 10 s) instead of
+  // leaving it waiting for ever.
+  for (int i = 0; i < 10000 && done < 4000; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  loop.Stop();
   runner.join();
+  REQUIRE(done.load() == 4000);
   CHECK(off_loop == 0);
   for (auto& items : seen) {
     REQUIRE(items.size() == 2000);

@@ -206,7 +206,15 @@ TEST_CASE("on several threads, a held GET is answered through the socket by anot
   CHECK(t.server.listener_count() == 4);
   std::string held;
   std::thread getter([&] { held = Exchange(t.server.port(), CppClient("GET", "/global/7")); });
-  while (t.store.waiter_count() == 0) std::this_thread::yield();  // the GET is held
+  // The GET is held (within 3 s). A GET answered without being held must fail this test, not
+  // leave it waiting for ever.
+  bool was_held = false;
+  for (int i = 0; i < 3000 && !was_held; ++i) {
+    was_held = t.store.waiter_count() > 0;
+    if (!was_held) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!was_held) getter.join();  // it was answered at once, or will be at the bound
+  REQUIRE_MESSAGE(was_held, "the GET of a missing key was not held");
   CHECK(Status(Exchange(t.server.port(), CppClient("PUT", "/global/7", "late value"))) == 200);
   getter.join();
   CHECK(Status(held) == 200);
