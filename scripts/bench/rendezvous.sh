@@ -27,13 +27,7 @@ PYTHON_SERVER_REQ_S=2094  # Horovod's http_server.py under the same wrk load; me
 RATIO_TARGET=20
 SCOPE_TARGET_S=3          # N = 256, Gloo-sized values, all cores (issue 29)
 STRAGGLER_404_TARGET=2550  # N = 256, one worker 5 s late: <= 2 per waiting worker per second
-out=$(mktemp -d)
-server_pid=
-cleanup() {
-  if [[ -n $server_pid ]]; then kill -TERM "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$out"
-}
-trap cleanup EXIT
+source scripts/bench/server_temp.sh  # $out, $server_pid, and their cleanup at exit
 
 bench=$BUILD/etrun_rendezvous_bench
 if [[ ! -x $bench ]]; then

@@ -26,13 +26,7 @@ sizes=("$@")
 for n in "${sizes[@]}"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "rendezvous_instructions.sh: error: N must be a positive number, got '$n'" >&2; exit 2; }
 done
-out=$(mktemp -d)
-server_pid=
-cleanup() {
-  if [[ -n $server_pid ]]; then kill -TERM "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$out"
-}
-trap cleanup EXIT
+source scripts/bench/server_temp.sh  # $out, $server_pid, and their cleanup at exit
 
 echo "== user-space instructions of the store's threads per request (callgrind), 2 server threads"
 for n in "${sizes[@]}"; do
