@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the rendezvous benchmarks: a temp folder in $out and a server in $server_pid (set it
 # once started, clear it once stopped), both cleaned up however the script exits.
 out=$(mktemp -d)
