@@ -29,8 +29,9 @@ void ServiceThreads::Start() {
       loop->Run();
       rusage u{};
       getrusage(RUSAGE_THREAD, &u);
-      cpu_us_ += (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000LL + u.ru_utime.tv_usec +
-                 u.ru_stime.tv_usec;
+      const long long user = u.ru_utime.tv_sec * 1000000LL + u.ru_utime.tv_usec;
+      user_us_ += user;
+      cpu_us_ += user + u.ru_stime.tv_sec * 1000000LL + u.ru_stime.tv_usec;
     });
   }
 }

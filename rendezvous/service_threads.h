@@ -47,11 +47,14 @@ class ServiceThreads {
   // CPU seconds (user + system) the threads used, summed as each thread ends: complete after
   // Stop. For benchmarks.
   double cpu_seconds() const { return static_cast<double>(cpu_us_.load()) / 1e6; }
+  // The user-space part of it: the store's own work, without the kernel's.
+  double user_cpu_seconds() const { return static_cast<double>(user_us_.load()) / 1e6; }
 
  private:
   std::vector<std::unique_ptr<EventLoop>> loops_;
   std::vector<std::thread> threads_;
   std::atomic<long long> cpu_us_{0};
+  std::atomic<long long> user_us_{0};
 };
 
 }  // namespace etrun::rendezvous

@@ -13,7 +13,8 @@
 #  3. The floor of 2 (scripts/bench/rendezvous_floor.c): the same connections and bytes between bare
 #     sockets, no server logic, blocking and event-driven: the least wall time and CPU a server
 #     could reach here; then etrun's N = 256 run (all cores, at once) as a ratio to each, wall
-#     time and server CPU.
+#     time and server CPU. The event-driven floor's clients are shaped as the store's (N workers,
+#     a request in flight each: --workers), so that it serves the load the store serves.
 # SCOPE_SIZES="256" runs only that N in 2 (the N = 1,024 runs take minutes each). FLOOR_ROUNDS=K
 # adds 4: K interleaved rounds of the store at N = 256 and both floors, each round's ratios and
 # their medians (about 45 s a round on 2 cores).
@@ -156,7 +157,8 @@ fi
 # the kernel's loopback TCP costs this machine, the bound under every figure above. Two floors:
 # the bare blocking server (a thread blocks in accept and read, closes first), and the bare
 # event-driven one (an epoll loop per thread that waits for the client's close, as any server
-# must that holds a thousand GETs open and keeps an HTTP/1.1 client's connection).
+# must that holds a thousand GETs open and keeps an HTTP/1.1 client's connection), under the
+# store's load: N workers with a request in flight each, as the store's bench runs them.
 echo
 echo "== the floor: the same connections and bytes, bare sockets, no server logic (rendezvous_floor.c)"
 cc -O2 -pthread -o "$out/rendezvous_floor" scripts/bench/rendezvous_floor.c
@@ -165,7 +167,7 @@ for n in 64 256; do
   "$out/rendezvous_floor" "$n" | head -1 > "$out/floor$n"
   echo "  $(cat "$out/floor$n") (load $load1)"
 done
-"$out/rendezvous_floor" 256 --event-driven | head -1 > "$out/floor256e"
+"$out/rendezvous_floor" 256 --event-driven --workers | head -1 > "$out/floor256e"
 echo "  $(cat "$out/floor256e")"
 # etrun's store against each floor, N = 256, Gloo-sized values, every core (issue 39's targets:
 # wall <= 1.15x, server CPU <= 1.25x). The floors run minutes after the store's run, on the same
@@ -192,32 +194,33 @@ rounds=${FLOOR_ROUNDS:-0}
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<< "$2"; }  # field NAME RESULT-LINE
 if (( rounds > 0 )); then
   echo
-  echo "== $rounds interleaved rounds, N=256: store, blocking floor, event-driven floor (wall s, server CPU s)"
+  echo "== $rounds interleaved rounds, N=256: store, blocking floor, event-driven floor under the store's load (wall s, server CPU s)"
   : > "$out/rounds"
   for ((r = 1; r <= rounds; r++)); do
     store=$("$bench" scope 256 --deadline-s 900 --server-threads "$cores" | grep '^RESULT' || true)
     block=$("$out/rendezvous_floor" 256 | grep '^RESULT' || true)
-    event=$("$out/rendezvous_floor" 256 --event-driven | grep '^RESULT' || true)
+    event=$("$out/rendezvous_floor" 256 --event-driven --workers | grep '^RESULT' || true)
     sw=$(field deleted_s "$store"); sc=$(field server_cpu_s "$store")
+    su=$(field server_user_s "$store"); sr=$(field requests "$store")
     bw=$(field wall_s "$block"); bc=$(field server_cpu_s "$block")
     ew=$(field wall_s "$event"); ec=$(field server_cpu_s "$event")
-    if [[ -z $sw || -z $sc || -z $bw || -z $bc || -z $ew || -z $ec ]]; then
+    if [[ -z $sw || -z $sc || -z $su || -z $sr || -z $bw || -z $bc || -z $ew || -z $ec ]]; then
       echo "  round $r: a run failed (store: ${store:-none}; floors: ${block:-none} / ${event:-none})"
       failed=1
       continue
     fi
-    echo "$r $sw $sc $bw $bc $ew $ec" >> "$out/rounds"
+    echo "$r $sw $sc $bw $bc $ew $ec $su $sr" >> "$out/rounds"
   done
   awk '
     function median(a, n,   i, j, t) {
       for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
       return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
     }
-    BEGIN { print "  | round | store | blocking floor | event-driven floor | / blocking: wall, CPU | / event-driven: wall, CPU |" }
+    BEGIN { print "  | round | store | its user space, us a request | blocking floor | event-driven floor | / blocking: wall, CPU | / event-driven: wall, CPU |" }
     {
-      n++; bw[n] = $2 / $4; bc[n] = $3 / $5; ew[n] = $2 / $6; ec[n] = $3 / $7
-      printf "  | %d | %.2f, %.2f | %.2f, %.2f | %.2f, %.2f | %.2f, %.2f | %.2f, %.2f |\n", $1, $2, $3, $4, $5, $6, $7, bw[n], bc[n], ew[n], ec[n]
+      n++; bw[n] = $2 / $4; bc[n] = $3 / $5; ew[n] = $2 / $6; ec[n] = $3 / $7; us[n] = $8 * 1e6 / $9
+      printf "  | %d | %.2f, %.2f | %.1f | %.2f, %.2f | %.2f, %.2f | %.2f, %.2f | %.2f, %.2f |\n", $1, $2, $3, us[n], $4, $5, $6, $7, bw[n], bc[n], ew[n], ec[n]
     }
-    END { if (n) printf "  | median | | | | %.2f, %.2f | %.2f, %.2f |\n", median(bw, n), median(bc, n), median(ew, n), median(ec, n) }' "$out/rounds"
+    END { if (n) printf "  | median | | %.1f | | | %.2f, %.2f | %.2f, %.2f |\n", median(us, n), median(bw, n), median(bc, n), median(ew, n), median(ec, n) }' "$out/rounds"
 fi
 exit "$failed"

@@ -1,7 +1,7 @@
 // rendezvous_floor: what Gloo's rendezvous traffic costs this machine with no HTTP server, store
 // or parsing at all: the floor under etrun_rendezvous_bench's `scope N` (rendezvous_load.cc).
 //
-//   rendezvous_floor N [server_threads] [client_threads] [--event-driven]
+//   rendezvous_floor N [server_threads] [client_threads] [--event-driven] [--workers [W]]
 //
 // The same connections as one `global` scope of N Gloo workers over Horovod's HTTPStore, when no
 // key is ever missing (the fewest requests there can be): 3N + N(N-1)/2 + 2N(N-1), each on a new
@@ -21,6 +21,10 @@
 // per wake-up), epoll_ctl (edge-triggered), read when the request came, writev, then close when
 // the client's reset arrives. That is the least any such server does per connection; the
 // blocking server above closes first and never waits. Same clients, same bytes.
+//
+// --workers [W]: clients shaped as the store's bench's (see WorkerClients), W of them (default
+// N) each with a request in flight, instead of one blocking request per client thread: the load
+// the store itself is measured under. scripts/bench/rendezvous.sh runs the event-driven floor so.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -52,10 +56,22 @@ static atomic_long server_done;
 static double server_cpu, client_cpu;
 static pthread_mutex_t cpu_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static double server_user;
+
 static double ThreadCpu(void) {
   struct rusage u;
   getrusage(RUSAGE_THREAD, &u);
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// A server thread's CPU, and its user-space part apart.
+static void AddServerCpu(void) {
+  struct rusage u;
+  getrusage(RUSAGE_THREAD, &u);
+  pthread_mutex_lock(&cpu_lock);
+  server_cpu += u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  server_user += u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6;
+  pthread_mutex_unlock(&cpu_lock);
 }
 
 static void AddCpu(double* to, double cpu) {
@@ -129,7 +145,7 @@ static void* Serve(void* unused) {
     close(fd);
     atomic_fetch_add(&server_done, 1);
   }
-  AddCpu(&server_cpu, ThreadCpu());
+  AddServerCpu();
   return NULL;
 }
 
@@ -210,7 +226,7 @@ static void* ServeEvents(void* listener_arg) {
     }
   }
   close(ep);
-  AddCpu(&server_cpu, ThreadCpu());
+  AddServerCpu();
   return NULL;
 }
 
@@ -247,17 +263,119 @@ static void* Client(void* port_arg) {
   return NULL;
 }
 
+// --workers W: clients shaped as etrun_rendezvous_bench's simulated workers (rendezvous_load.cc),
+// so that the server sees the same load as the store does: W workers (N by default), each with
+// one request in flight, spread over the client threads' epoll loops. A worker connects and sends
+// with blocking calls (loopback completes them at once), waits for the answer through epoll
+// (edge-triggered), reads it to its last byte and closes with SO_LINGER 0, then takes the next
+// request. With thread clients (the default) only one request per client thread is in flight.
+static int workers_total;
+
+struct FloorWorker {
+  int fd;
+  size_t want, have;
+};
+
+static int StartNext(struct FloorWorker* w, int ep, const struct sockaddr_in* to,
+                     size_t small_answer, size_t value_answer) {
+  long k = atomic_fetch_add(&next_request, 1);
+  if (k >= total_requests) return 0;
+  int kind = KindOf(k);
+  w->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (w->fd < 0) Die("socket");
+  struct linger rst = {1, 0};
+  setsockopt(w->fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
+  while (connect(w->fd, (const struct sockaddr*)to, sizeof(*to)) != 0) {
+    if (errno != EINTR) Die("connect");
+  }
+  char intro[9];
+  intro[0] = (char)kind;
+  size_t body = kind == kValuePut ? value_bytes : 0;
+  memcpy(intro + 1, &body, sizeof(body));
+  struct iovec iov[2] = {{intro, sizeof(intro)}, {value, body}};
+  if (writev(w->fd, iov, 2) != (ssize_t)(sizeof(intro) + body)) Die("request");
+  w->want = kind == kValueGet ? value_answer : small_answer;
+  w->have = 0;
+  struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = w};
+  if (epoll_ctl(ep, EPOLL_CTL_ADD, w->fd, &ev) != 0) Die("epoll_ctl");
+  return 1;
+}
+
+static void* WorkerClients(void* port_arg) {
+  static atomic_int thread_index;
+  int index = atomic_fetch_add(&thread_index, 1);
+  int threads = *((int*)port_arg + 1);
+  int count = workers_total / threads + (index < workers_total % threads ? 1 : 0);
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(*(int*)port_arg)};
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  char buf[1 << 16];
+  size_t small_answer = (size_t)snprintf(buf, sizeof(buf), kHeader, (size_t)0);
+  size_t value_answer = (size_t)snprintf(buf, sizeof(buf), kHeader, value_bytes) + value_bytes;
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) Die("epoll");
+  struct FloorWorker* workers = calloc((size_t)count + 1, sizeof(*workers));
+  int active = 0;
+  for (int i = 0; i < count; ++i) active += StartNext(&workers[i], ep, &to, small_answer, value_answer);
+  struct epoll_event events[256];
+  while (active > 0) {
+    int n = epoll_wait(ep, events, 256, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) Die("epoll_wait");
+    for (int i = 0; i < n; ++i) {
+      struct FloorWorker* w = events[i].data.ptr;
+      for (;;) {
+        ssize_t r = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (r <= 0) Die("short answer");
+        w->have += (size_t)r;
+        if (w->have >= w->want) break;
+      }
+      if (w->have < w->want) continue;
+      if (w->have > w->want) Die("long answer");
+      close(w->fd);  // with SO_LINGER 0: a reset; closing takes it out of epoll
+      if (!StartNext(w, ep, &to, small_answer, value_answer)) --active;
+    }
+  }
+  free(workers);
+  close(ep);
+  AddCpu(&client_cpu, ThreadCpu());
+  return NULL;
+}
+
 int main(int argc, char** argv) {
-  int event_driven = argc > 2 && strcmp(argv[argc - 1], "--event-driven") == 0;
-  if (event_driven) --argc;
-  if (argc < 2 || atol(argv[1]) < 2) {
-    fprintf(stderr, "usage: rendezvous_floor N [server_threads] [client_threads] [--event-driven]\n");
+  int event_driven = 0;
+  const char* positional[3] = {NULL, NULL, NULL};
+  int positionals = 0, bad = 0;
+  long workers = -1;  // -1: thread clients; 0: --workers without a count, N
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--event-driven") == 0) {
+      event_driven = 1;
+    } else if (strcmp(argv[i], "--workers") == 0) {
+      char* end = NULL;
+      workers = i + 1 < argc && argv[i + 1][0] != '-' ? strtol(argv[++i], &end, 10) : 0;
+      if (end != NULL && (*end != '\0' || workers < 1)) bad = 1;
+    } else if (argv[i][0] == '-' || positionals == 3) {
+      bad = 1;
+    } else {
+      positional[positionals++] = argv[i];
+    }
+  }
+  if (bad || positionals == 0 || atol(positional[0]) < 2) {
+    fprintf(stderr, "usage: rendezvous_floor N [server_threads] [client_threads] [--event-driven] "
+                    "[--workers [W]]\n");
     return 2;
   }
-  long n = atol(argv[1]);
+  long n = atol(positional[0]);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  int server_threads = argc > 2 ? atoi(argv[2]) : (int)cores;
-  int client_threads = argc > 3 ? atoi(argv[3]) : (int)cores;
+  int server_threads = positional[1] ? atoi(positional[1]) : (int)cores;
+  int client_threads = positional[2] ? atoi(positional[2]) : (int)cores;
+  if (server_threads < 1 || server_threads > 256 || client_threads < 1 || client_threads > 256) {
+    fprintf(stderr, "rendezvous_floor: server and client threads must be 1 to 256\n");
+    return 2;
+  }
+  if (workers == 0) workers = n;
+  workers_total = (int)workers;
   value_bytes = (size_t)(136 * (n - 1));
   value = malloc(value_bytes);
   memset(value, 'v', value_bytes);
@@ -292,7 +410,10 @@ int main(int argc, char** argv) {
   for (int i = 0; i < server_threads; ++i) {
     pthread_create(&servers[i], NULL, event_driven ? ServeEvents : Serve, &listeners[i]);
   }
-  for (int i = 0; i < client_threads; ++i) pthread_create(&clients[i], NULL, Client, &port);
+  int client_args[2] = {port, client_threads};  // WorkerClients: the port, then the thread count
+  for (int i = 0; i < client_threads; ++i) {
+    pthread_create(&clients[i], NULL, workers > 0 ? WorkerClients : Client, client_args);
+  }
   for (int i = 0; i < client_threads; ++i) pthread_join(clients[i], NULL);
   while (atomic_load(&server_done) < total_requests) usleep(1000);
   clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -301,12 +422,15 @@ int main(int argc, char** argv) {
   for (int i = 0; i < server_threads; ++i) pthread_join(servers[i], NULL);
   double wall = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
   double gb = (double)value_gets * (double)value_bytes / 1e9;
+  char clients_text[64] = "";
+  if (workers > 0) snprintf(clients_text, sizeof(clients_text), " (%ld workers)", workers);
   printf("N=%ld%s: %ld connections (%ld answered with %zu bytes: %.2f GB), %d server / %d client "
-         "threads: wall %.2f s, server CPU %.2f s, client CPU %.2f s (%.1f us of both per "
-         "connection)\n",
-         n, event_driven ? " (event-driven)" : "", total_requests, value_gets, value_bytes, gb, server_threads, client_threads, wall,
-         server_cpu, client_cpu, (server_cpu + client_cpu) / (double)total_requests * 1e6);
-  printf("RESULT n=%ld requests=%ld value_bytes=%zu wall_s=%.3f server_cpu_s=%.3f client_cpu_s=%.3f\n",
-         n, total_requests, value_bytes, wall, server_cpu, client_cpu);
+         "threads%s: wall %.2f s, server CPU %.2f s (user space %.2f s), client CPU %.2f s (%.1f us "
+         "of both per connection)\n",
+         n, event_driven ? " (event-driven)" : "", total_requests, value_gets, value_bytes, gb, server_threads, client_threads, clients_text, wall,
+         server_cpu, server_user, client_cpu, (server_cpu + client_cpu) / (double)total_requests * 1e6);
+  printf("RESULT n=%ld requests=%ld value_bytes=%zu wall_s=%.3f server_cpu_s=%.3f server_user_s=%.3f "
+         "client_cpu_s=%.3f workers=%ld\n",
+         n, total_requests, value_bytes, wall, server_cpu, server_user, client_cpu, workers > 0 ? workers : 0);
   return 0;
 }

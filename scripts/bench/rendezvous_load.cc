@@ -130,6 +130,7 @@ class ServerStack {
   }
   int thread_count() const { return thread_count_; }
   double cpu_seconds() const { return threads_.cpu_seconds(); }
+  double user_cpu_seconds() const { return threads_.user_cpu_seconds(); }
   rendezvous::KvStore& store() { return store_; }
 
  private:
@@ -504,6 +505,7 @@ int RunScope(const Options& opt) {
                                                : CheckCleared(&server, opt.n);
   server.Stop();
   const double server_cpu = server.cpu_seconds();
+  const double server_user = server.user_cpu_seconds();
   if (!problem.empty()) {
     std::fprintf(stderr, "etrun_rendezvous_bench: error: N=%d: %s\n", opt.n, problem.c_str());
     return 1;
@@ -545,18 +547,19 @@ int RunScope(const Options& opt) {
               keys_s, deleted_s, static_cast<double>(requests) / deleted_s);
   std::printf("  request latency (connect to last byte) p50 %u us, p99 %u us, max %u us\n", p50,
               p99, max);
-  std::printf("  CPU: server threads %.2f s (%.1f us/request, %.2f CPU-s/GB served), client threads "
-              "%.2f + %.2f s\n",
+  std::printf("  CPU: server threads %.2f s (%.1f us/request, %.2f CPU-s/GB served; in user space "
+              "%.2f s, %.1f us/request), client threads %.2f + %.2f s\n",
               server_cpu, server_cpu * 1e6 / static_cast<double>(requests),
-              gb > 0 ? server_cpu / gb : 0.0, client_cpu.first, client_cpu.second);
+              gb > 0 ? server_cpu / gb : 0.0, server_user,
+              server_user * 1e6 / static_cast<double>(requests), client_cpu.first, client_cpu.second);
   if (opt.connect_port == 0) std::printf("  scope global cleared by the %d DELETEs: yes\n", opt.n);
   std::printf(
       "RESULT n=%d value_bytes=%zu requests=%llu not_found=%llu bytes=%llu keys_s=%.3f "
       "deleted_s=%.3f req_per_s=%.0f p50_us=%u p99_us=%u max_us=%u server_cpu_s=%.2f "
-      "server_threads=%d hold_ms=%d straggler_ms=%d stagger_ms=%d cleared=1\n",
+      "server_user_s=%.2f server_threads=%d hold_ms=%d straggler_ms=%d stagger_ms=%d cleared=1\n",
       opt.n, value_bytes, static_cast<unsigned long long>(requests),
       static_cast<unsigned long long>(not_found), static_cast<unsigned long long>(bytes), keys_s,
-      deleted_s, static_cast<double>(requests) / deleted_s, p50, p99, max, server_cpu,
+      deleted_s, static_cast<double>(requests) / deleted_s, p50, p99, max, server_cpu, server_user,
       server.thread_count(), opt.hold_ms, opt.straggler_ms, opt.stagger_ms);
   return 0;
 }
