@@ -61,6 +61,15 @@ constexpr std::array<bool, 256> kTokenChars = [] {
 
 bool IsTokenChar(unsigned char c) { return kTokenChars[c]; }
 
+// What a field's value may hold in a simple head: printable ASCII and tab (Beast's own rules
+// are wider; anything else goes to it).
+constexpr std::array<bool, 256> kValueChars = [] {
+  std::array<bool, 256> table{};
+  for (int c = ' '; c < 0x7f; ++c) table[c] = true;
+  table['\t'] = true;
+  return table;
+}();
+
 bool EqualsLower(std::string_view text, std::string_view lower) {
   if (text.size() != lower.size()) return false;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -74,56 +83,71 @@ bool EqualsLower(std::string_view text, std::string_view lower) {
 // The fields ParseSimpleHead reads, or leaves the whole request to Beast for.
 enum class Field { kOther, kContentLength, kConnection, kAuthorization, kBeasts };
 
+// Each name has a length of its own: one comparison at most, none for most fields (Host).
 Field Classify(std::string_view name) {
-  if (EqualsLower(name, "content-length")) return Field::kContentLength;
-  if (EqualsLower(name, "connection")) return Field::kConnection;
-  if (EqualsLower(name, "authorization")) return Field::kAuthorization;
-  if (EqualsLower(name, "transfer-encoding") || EqualsLower(name, "upgrade") ||
-      EqualsLower(name, "proxy-connection")) {
-    return Field::kBeasts;
+  switch (name.size()) {
+    case 14:
+      return EqualsLower(name, "content-length") ? Field::kContentLength : Field::kOther;
+    case 10:
+      return EqualsLower(name, "connection") ? Field::kConnection : Field::kOther;
+    case 13:
+      return EqualsLower(name, "authorization") ? Field::kAuthorization : Field::kOther;
+    case 17:
+      return EqualsLower(name, "transfer-encoding") ? Field::kBeasts : Field::kOther;
+    case 7:
+      return EqualsLower(name, "upgrade") ? Field::kBeasts : Field::kOther;
+    case 16:
+      return EqualsLower(name, "proxy-connection") ? Field::kBeasts : Field::kOther;
+    default:
+      return Field::kOther;
   }
-  return Field::kOther;
 }
 
 }  // namespace
 
 bool ParseSimpleHead(std::string_view bytes, const HttpLimits& limits, SimpleHead* head) {
-  // Only a head well inside the limit: Beast alone decides the ones near it (413).
-  const size_t end = bytes.find("\r\n\r\n");
-  if (end == std::string_view::npos || end + 4 >= limits.max_header_bytes) return false;
-  std::string_view rest = bytes.substr(0, end + 2);  // every line with its CRLF
+  // One pass over the bytes. A head's every CR ends a line (no name or value may hold one), so the
+  // first empty line found is where the first CRLF CRLF is: the head's end.
+  const char* const data = bytes.data();
+  const size_t size = bytes.size();
+  auto at = [data](size_t i) { return static_cast<unsigned char>(data[i]); };
   // request-line = method SP request-target SP HTTP-version CRLF
   size_t i = 0;
-  while (i < rest.size() && IsTokenChar(static_cast<unsigned char>(rest[i]))) ++i;
-  if (i == 0 || i >= rest.size() || rest[i] != ' ') return false;
-  head->method = rest.substr(0, i);
+  while (i < size && IsTokenChar(at(i))) ++i;
+  if (i == 0 || i >= size || data[i] != ' ') return false;
+  head->method = bytes.substr(0, i);
   size_t start = ++i;
-  while (i < rest.size() && rest[i] > ' ' && rest[i] < 0x7f) ++i;
-  if (i == start || i >= rest.size() || rest[i] != ' ') return false;
-  head->target = rest.substr(start, i - start);
-  std::string_view version = rest.substr(i + 1, 10);
+  while (i < size && at(i) > ' ' && at(i) < 0x7f) ++i;
+  if (i == start || i >= size || data[i] != ' ') return false;
+  head->target = bytes.substr(start, i - start);
+  ++i;
+  if (size - i < 10) return false;
+  std::string_view version(data + i, 10);
   bool http11 = version == "HTTP/1.1\r\n";
   if (!http11 && version != "HTTP/1.0\r\n") return false;
-  rest.remove_prefix(i + 1 + 10);
-  // field-name ":" OWS field-value OWS CRLF, printable ASCII only, no folded lines.
+  i += 10;
+  // field-name ":" OWS field-value OWS CRLF, printable ASCII only, no folded lines; then CRLF.
   bool close = false, keep_alive = false, seen_connection = false, seen_authorization = false;
   head->authorization = {};
   head->has_content_length = false;
   head->content_length = 0;
-  while (!rest.empty()) {
-    size_t eol = rest.find("\r\n");  // there is one: every line kept its CRLF
-    std::string_view line = rest.substr(0, eol);
-    rest.remove_prefix(eol + 2);
-    size_t colon = 0;
-    while (colon < line.size() && IsTokenChar(static_cast<unsigned char>(line[colon]))) ++colon;
-    if (colon == 0 || colon == line.size() || line[colon] != ':') return false;
-    std::string_view value = line.substr(colon + 1);
-    for (char c : value) {
-      if ((c < ' ' && c != '\t') || c >= 0x7f) return false;
-    }
+  for (;;) {
+    // Only a head well inside the limit: Beast alone decides the ones near it (413). The head
+    // ends at i + 2 at the earliest.
+    if (i + 2 >= limits.max_header_bytes || size - i < 2) return false;
+    if (data[i] == '\r' && data[i + 1] == '\n') break;  // the empty line
+    const size_t name_start = i;
+    while (i < size && IsTokenChar(at(i))) ++i;
+    if (i == name_start || i >= size || data[i] != ':') return false;
+    std::string_view name(data + name_start, i - name_start);
+    size_t value_start = ++i;
+    while (i < size && kValueChars[at(i)]) ++i;
+    if (size - i < 2 || data[i] != '\r' || data[i + 1] != '\n') return false;
+    std::string_view value(data + value_start, i - value_start);
+    i += 2;
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-    switch (Classify(line.substr(0, colon))) {
+    switch (Classify(name)) {
       case Field::kOther:
         break;
       case Field::kBeasts:
@@ -154,7 +178,7 @@ bool ParseSimpleHead(std::string_view bytes, const HttpLimits& limits, SimpleHea
         break;
     }
   }
-  head->size = end + 4;
+  head->size = i + 2;
   head->keep_alive = http11 ? !close : keep_alive;
   return true;
 }
