@@ -153,16 +153,16 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
   // The answer to one request handed to the handler, shared by every copy of its `respond`: the
   // first call is sent; when the last copy goes uncalled, the client gets a 500 instead of
   // waiting forever (a handler that replaced a held request's callback, a queue dropped).
-  class Answer {
+  class Answer : public Responder::Target {
    public:
     explicit Answer(std::weak_ptr<Connection> connection) : connection_(std::move(connection)) {}
-    ~Answer() {
+    ~Answer() override {
       if (!sent_.exchange(true)) Deliver(connection_, {500, "the request was dropped unanswered\n"});
     }
     Answer(const Answer&) = delete;
     Answer& operator=(const Answer&) = delete;
 
-    void Send(HttpResponse response) {
+    void Send(HttpResponse response) override {
       if (!sent_.exchange(true)) Deliver(connection_, std::move(response));
     }
 
@@ -353,8 +353,7 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     ReleaseBody();  // the body now is the request's, then the store's (which counts its own)
     state_ = State::kHandling;
     if (server_alive_.expired()) return Reply({503, ""});
-    auto answer = std::make_shared<Answer>(shared_from_this());
-    handler_->Handle(std::move(request), [answer](HttpResponse response) { answer->Send(std::move(response)); });
+    handler_->Handle(std::move(request), Responder(new Answer(weak_from_this())));
   }
 
   // Onto this connection's shard: at once when called on its thread, else queued.

@@ -44,6 +44,7 @@
 
 #include <netinet/in.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -51,6 +52,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -80,12 +83,66 @@ struct HttpResponse {
   std::shared_ptr<const std::string> shared_body;
 };
 
-// Answers requests. `respond` must be called exactly once, now or later, from any thread;
-// calling it after the client went away is harmless.
+// How a handler answers one request: call it once, now or later, from any thread; calling it
+// after the client went away is harmless. Copies share one answer (a reference count, no
+// allocation to copy): the server's sends the first call's response and, when its last copy goes
+// uncalled, a 500. Made from any callable too (tests, other callers): that one is called on every
+// call. The server's costs one allocation a request, where a std::function holding a shared
+// answer cost two.
+class Responder {
+ public:
+  // What copies share. Deleted when the last copy goes.
+  class Target {
+   public:
+    virtual ~Target() = default;
+    virtual void Send(HttpResponse response) = 0;
+
+   private:
+    friend class Responder;
+    std::atomic<long> refs_{0};
+  };
+
+  Responder() = default;
+  // Shares `target` (new, or already shared by other Responders).
+  explicit Responder(Target* target) : target_(target) { Acquire(); }
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Responder> &&
+                                                    std::is_invocable_v<std::decay_t<F>&, HttpResponse>>>
+  Responder(F&& fn) : Responder(new Callable<std::decay_t<F>>(std::forward<F>(fn))) {}  // NOLINT: implicit on purpose
+  Responder(const Responder& other) : target_(other.target_) { Acquire(); }
+  Responder(Responder&& other) noexcept : target_(std::exchange(other.target_, nullptr)) {}
+  Responder& operator=(Responder other) noexcept {
+    std::swap(target_, other.target_);
+    return *this;
+  }
+  ~Responder() { Release(); }
+
+  // REQUIRES: not default-constructed or moved from.
+  void operator()(HttpResponse response) const { target_->Send(std::move(response)); }
+  explicit operator bool() const { return target_ != nullptr; }
+
+ private:
+  template <typename F>
+  struct Callable : Target {
+    explicit Callable(F f) : fn(std::move(f)) {}
+    void Send(HttpResponse response) override { fn(std::move(response)); }
+    F fn;
+  };
+  void Acquire() {
+    if (target_ != nullptr) target_->refs_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void Release() {
+    if (target_ != nullptr && target_->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete target_;
+    target_ = nullptr;
+  }
+
+  Target* target_ = nullptr;
+};
+
+// Answers requests through `respond` (above): exactly once, now or later, from any thread.
 class HttpHandler {
  public:
   virtual ~HttpHandler() = default;
-  virtual void Handle(HttpRequest request, std::function<void(HttpResponse)> respond) = 0;
+  virtual void Handle(HttpRequest request, Responder respond) = 0;
 };
 
 struct HttpLimits {

@@ -27,7 +27,7 @@ HttpResponse StoreFullResponse(const KvStore& store) {
                    " MiB): no more keys are taken\n"};
 }
 
-void KvHandler::Handle(HttpRequest request, std::function<void(HttpResponse)> respond) {
+void KvHandler::Handle(HttpRequest request, Responder respond) {
   std::string_view scope, key;
   if (!SplitScopeKey(request.target, &scope, &key)) return respond({400, ""});
   if (request.method == "GET") return Get(scope, key, std::move(respond));
@@ -42,10 +42,9 @@ void KvHandler::Handle(HttpRequest request, std::function<void(HttpResponse)> re
   respond({405, ""});
 }
 
-void KvHandler::Get(std::string_view scope, std::string_view key,
-                    std::function<void(HttpResponse)> respond) {
-  // Most GETs find their key: they are answered without the waiter below (a callback and a copy
-  // of `respond`, two allocations a request) ever being made.
+void KvHandler::Get(std::string_view scope, std::string_view key, Responder respond) {
+  // Most GETs find their key: they are answered without the waiter below (a callback holding a
+  // copy of `respond`, an allocation) ever being made.
   if (KvValue value = store_->Find(scope, key)) return respond({200, std::move(value)});
   if (deadlines_ == nullptr || bound_.count() <= 0 || !MayHoldKey(key)) return respond({404, ""});
   // Exactly one of the two answers: the Put that calls the waiter, or the deadline whose

@@ -416,7 +416,7 @@ namespace {
 // Drops every request's `respond` uncalled.
 class DroppingHandler : public etrun::rendezvous::HttpHandler {
  public:
-  void Handle(etrun::rendezvous::HttpRequest, std::function<void(etrun::rendezvous::HttpResponse)>) override {}
+  void Handle(etrun::rendezvous::HttpRequest, etrun::rendezvous::Responder) override {}
 };
 
 }  // namespace
@@ -455,4 +455,53 @@ TEST_CASE("a held GET whose client resets its connection frees that connection a
   CHECK(WaitFor([&] { return t.server.caps()->connections() == 0; }));  // 30 s at most: a quarter of the bound
   CHECK(Status(Exchange(t.server.port(), CppClient("PUT", "/global/7", "late value"))) == 200);
   CHECK(Status(Exchange(t.server.port(), CppClient("GET", "/global/7"))) == 200);
+}
+
+namespace {
+
+// A shared answer that counts what it was sent and tells when it is deleted.
+class CountingTarget : public etrun::rendezvous::Responder::Target {
+ public:
+  CountingTarget(int* sends, bool* deleted) : sends_(sends), deleted_(deleted) {}
+  ~CountingTarget() override { *deleted_ = true; }
+  void Send(etrun::rendezvous::HttpResponse) override { ++*sends_; }
+
+ private:
+  int* sends_;
+  bool* deleted_;
+};
+
+}  // namespace
+
+TEST_CASE("Responder: copies share one answer, freed with the last copy; any callable is one") {
+  using etrun::rendezvous::HttpResponse;
+  using etrun::rendezvous::Responder;
+  int sends = 0;
+  bool deleted = false;
+  {
+    Responder first(new CountingTarget(&sends, &deleted));
+    Responder copy = first;
+    Responder moved = std::move(copy);
+    CHECK_FALSE(copy);  // NOLINT(bugprone-use-after-move): moved from is empty, as documented
+    {
+      Responder another(first);
+      another({200, "x"});
+    }
+    CHECK_FALSE(deleted);  // two copies still hold it
+    first = Responder();
+    CHECK_FALSE(deleted);
+    moved({200, "y"});
+    CHECK(sends == 2);  // the target decides what a second call does; this one counts both
+  }
+  CHECK(deleted);
+
+  std::vector<int> statuses;
+  Responder from_lambda = [&statuses](HttpResponse r) { statuses.push_back(r.status); };
+  std::function<void(HttpResponse)> fn = [&statuses](HttpResponse r) { statuses.push_back(r.status + 1); };
+  Responder from_function = fn;
+  Responder copied = from_lambda;
+  from_lambda({404, ""});
+  copied({200, ""});
+  from_function({500, ""});
+  CHECK(statuses == std::vector<int>{404, 200, 501});
 }
