@@ -90,21 +90,14 @@ constexpr uint32_t kWriteEvents = kReadEvents | EPOLLOUT;
 
 class HttpServer::Connection : public Watcher, public std::enable_shared_from_this<Connection> {
  public:
-  // Counted in `caps` (admitted from `address`) until destroyed.
-  Connection(int fd, HttpHandler* handler, const HttpLimits& limits, std::weak_ptr<bool> server_alive,
-             std::shared_ptr<Shard> shard, std::shared_ptr<ServerCaps> caps, uint32_t address)
-      : fd_(fd),
-        handler_(handler),
-        limits_(limits),
-        server_alive_(std::move(server_alive)),
-        shard_(std::move(shard)),
-        caps_(std::move(caps)),
-        address_(address) {}
+  // Counted in the shard's caps (admitted from `address`) until destroyed.
+  Connection(int fd, std::shared_ptr<Shard> shard, uint32_t address)
+      : fd_(fd), shard_(std::move(shard)), address_(address) {}
 
   ~Connection() {
     if (fd_ >= 0) close(fd_);
     ReleaseBody();
-    caps_->Release(address_);
+    shard_->caps->Release(address_);
   }
 
   // The server is going away with no thread left to answer: close the socket and drop the
@@ -231,7 +224,7 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     // The request's first bytes: pending_ is empty here (BeginRequest hands its bytes over).
     std::string_view in(data, size);
     SimpleHead head;
-    if (!ParseSimpleHead(in, limits_, &head)) {
+    if (!ParseSimpleHead(in, shard_->limits, &head)) {
       pending_.assign(in);
       return ToBeast();
     }
@@ -241,7 +234,7 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
       return false;
     }
     // The body's bytes are reserved before they are read (ServerCaps), or 503.
-    if (!caps_->ReserveBody(address_, head.content_length)) {
+    if (!shard_->caps->ReserveBody(address_, head.content_length)) {
       Reply({503, kReceivingTooMuch});
       return false;
     }
@@ -272,8 +265,8 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
   bool ToBeast() {
     phase_ = Phase::kBeast;
     parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
-    parser_->body_limit(limits_.max_body_bytes);
+    parser_->header_limit(static_cast<std::uint32_t>(shard_->limits.max_header_bytes));
+    parser_->body_limit(shard_->limits.max_body_bytes);
     parser_->eager(true);
     std::string bytes = std::move(pending_);
     pending_.clear();
@@ -303,8 +296,8 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
       if (parser_->is_header_done() && !reservation_checked_) {
         // The header is in: reserve the body's bytes before reading it (ServerCaps), or 503.
         reservation_checked_ = true;
-        size_t body = BodyReservation(*parser_, limits_);
-        if (!caps_->ReserveBody(address_, body)) {
+        size_t body = BodyReservation(*parser_, shard_->limits);
+        if (!shard_->caps->ReserveBody(address_, body)) {
           pending_.clear();
           Reply({503, kReceivingTooMuch});
           return false;
@@ -328,7 +321,7 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
   }
 
   void ReleaseBody() {
-    caps_->ReleaseBody(address_, reserved_);
+    shard_->caps->ReleaseBody(address_, reserved_);
     reserved_ = 0;
   }
 
@@ -352,8 +345,8 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
     Disarm();       // a held rank_and_size may wait for minutes
     ReleaseBody();  // the body now is the request's, then the store's (which counts its own)
     state_ = State::kHandling;
-    if (server_alive_.expired()) return Reply({503, ""});
-    handler_->Handle(std::move(request), Responder(new Answer(weak_from_this())));
+    if (shard_->server_alive.expired()) return Reply({503, ""});
+    shard_->handler->Handle(std::move(request), Responder(new Answer(weak_from_this())));
   }
 
   // Onto this connection's shard: at once when called on its thread, else queued.
@@ -467,9 +460,9 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
   // closes the connection (unanswered, as a timed-out read was). The shard's thread only, as
   // Disarm.
   void Arm() {
-    deadline_ = shard_->loop->now() + limits_.read_timeout;  // to the wake-up: ample for seconds
+    deadline_ = shard_->loop->now() + shard_->limits.read_timeout;  // to the wake-up: ample for seconds
     if (!timed_.in) Link(&shard_->timed, this, &Connection::timed_);
-    Sweep(shard_, std::clamp(limits_.read_timeout / 10, std::chrono::milliseconds(5),
+    Sweep(shard_, std::clamp(shard_->limits.read_timeout / 10, std::chrono::milliseconds(5),
                              std::chrono::milliseconds(250)));
   }
 
@@ -534,18 +527,14 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
   std::string body_;     // its body, unless shared_body_
   std::shared_ptr<const std::string> shared_body_;
   size_t written_ = 0;   // of header_ then the body
-  HttpHandler* handler_;
-  HttpLimits limits_;
-  std::weak_ptr<bool> server_alive_;
   std::shared_ptr<Shard> shard_;
   std::shared_ptr<Connection> self_;  // while open
-  std::shared_ptr<ServerCaps> caps_;
   uint32_t address_;
   std::chrono::steady_clock::time_point deadline_;  // of the read or write in progress, when timed_
   State state_ = State::kReading;
   Links open_;   // in shard_->open while open
   Links timed_;  // in shard_->timed while a read or write has a deadline
-  size_t reserved_ = 0;  // body bytes reserved in caps_
+  size_t reserved_ = 0;  // body bytes reserved in the shard's caps
   bool reservation_checked_ = false;  // for the current request
   bool readable_ = false;  // epoll said bytes came; not yet read to EAGAIN or a short read
   bool peer_done_ = false;  // the client closed its side
@@ -661,6 +650,13 @@ bool HttpServer::Listen(const std::string& address, int port, std::string* err) 
   limits_ = Applied(limits_);
   caps_ = std::make_shared<ServerCaps>(limits_.max_connections, limits_.max_connections_per_peer,
                                        limits_.max_body_bytes_in_flight);
+  for (auto& listener : listeners_) {
+    Shard& shard = *listener->shard;
+    shard.handler = handler_;
+    shard.limits = limits_;
+    shard.caps = caps_;
+    shard.server_alive = alive_;
+  }
   for (auto& listener : listeners_) {
     // Level-triggered: a batch left waiting is offered again by the next epoll_wait.
     if (!listener->loop->Add(listener->fd, EPOLLIN, listener.get())) {
@@ -792,8 +788,7 @@ void HttpServer::Admit(Listener* listener, std::vector<Arrival>& arrivals) {
         Refuse(arrival.fd, kTotalFull);
         continue;
     }
-    std::make_shared<Connection>(arrival.fd, handler_, limits_, alive_, listener->shard, caps_, arrival.address)
-        ->Start();
+    std::make_shared<Connection>(arrival.fd, listener->shard, arrival.address)->Start();
   }
 }
 

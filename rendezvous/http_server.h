@@ -227,9 +227,16 @@ class HttpServer {
   //  - every open one (each keeps itself alive until closed; the destructor closes the rest);
   //  - those reading a request or writing an answer, each with its deadline: one timer sweeps
   //    them, closing the late ones, instead of a timer per read and write.
+  // What its connections share is here, set by Listen, so that a connection copies no shared_ptr
+  // that another shard's connections copy too (each copy was a write to a cache line that both
+  // shards' threads wrote).
   struct Shard {
     explicit Shard(EventLoop* event_loop) : loop(event_loop) {}
     EventLoop* loop;
+    HttpHandler* handler = nullptr;
+    HttpLimits limits;
+    std::shared_ptr<ServerCaps> caps;  // the server's, shared by every shard
+    std::weak_ptr<bool> server_alive;  // expires when the server stops
     Connection* open = nullptr;  // the first of the open ones
     size_t open_count = 0;
     Connection* timed = nullptr;  // the first of those with a deadline
