@@ -39,7 +39,7 @@ void PostedHooks::RegisterWorker(WorkerRegistration registration, std::function<
   });
 }
 
-void RendezvousHandler::Handle(HttpRequest request, Responder respond) {
+void RendezvousHandler::Handle(HttpRequest&& request, Responder respond) {
   std::string_view scope, key;
   if (hooks_ == nullptr || !SplitScopeKey(request.target, &scope, &key) ||
       (scope != "rank_and_size" && scope != "worker_addresses")) {

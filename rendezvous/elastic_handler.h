@@ -79,7 +79,7 @@ class RendezvousHandler : public HttpHandler {
   RendezvousHandler(KvStore* store, ElasticHooks* hooks, Deadlines* deadlines,
                     std::chrono::milliseconds bound)
       : store_(store), kv_(store, deadlines, bound), hooks_(hooks) {}
-  void Handle(HttpRequest request, Responder respond) override;
+  void Handle(HttpRequest&& request, Responder respond) override;
 
  private:
   KvStore* store_;

@@ -139,10 +139,11 @@ class Responder {
 };
 
 // Answers requests through `respond` (above): exactly once, now or later, from any thread.
+// `request` is the server's until Handle returns: what the handler keeps, it moves out.
 class HttpHandler {
  public:
   virtual ~HttpHandler() = default;
-  virtual void Handle(HttpRequest request, Responder respond) = 0;
+  virtual void Handle(HttpRequest&& request, Responder respond) = 0;
 };
 
 struct HttpLimits {

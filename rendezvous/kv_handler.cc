@@ -27,7 +27,7 @@ HttpResponse StoreFullResponse(const KvStore& store) {
                    " MiB): no more keys are taken\n"};
 }
 
-void KvHandler::Handle(HttpRequest request, Responder respond) {
+void KvHandler::Handle(HttpRequest&& request, Responder respond) {
   std::string_view scope, key;
   if (!SplitScopeKey(request.target, &scope, &key)) return respond({400, ""});
   if (request.method == "GET") return Get(scope, key, std::move(respond));

@@ -53,7 +53,7 @@ class KvHandler : public HttpHandler {
   // Holds GETs of missing keys up to `bound`, timed by `deadlines` (which must outlive this).
   KvHandler(KvStore* store, Deadlines* deadlines, std::chrono::milliseconds bound)
       : store_(store), deadlines_(deadlines), bound_(bound) {}
-  void Handle(HttpRequest request, Responder respond) override;
+  void Handle(HttpRequest&& request, Responder respond) override;
 
  private:
   void Get(std::string_view scope, std::string_view key, Responder respond);

@@ -416,7 +416,7 @@ namespace {
 // Drops every request's `respond` uncalled.
 class DroppingHandler : public etrun::rendezvous::HttpHandler {
  public:
-  void Handle(etrun::rendezvous::HttpRequest, etrun::rendezvous::Responder) override {}
+  void Handle(etrun::rendezvous::HttpRequest&&, etrun::rendezvous::Responder) override {}
 };
 
 }  // namespace
