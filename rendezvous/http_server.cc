@@ -239,9 +239,14 @@ class HttpServer::Connection : public Watcher, public std::enable_shared_from_th
       return false;
     }
     reserved_ = head.content_length;
-    request_.method.assign(head.method);
-    request_.target.assign(head.target);
-    request_.authorization.assign(head.authorization);
+    // clear() then append(): the strings keep their buffers from the last request, and append
+    // copies straight in (assign() takes libstdc++'s general replace: 75 instructions, against 40).
+    request_.method.clear();
+    request_.method.append(head.method);
+    request_.target.clear();
+    request_.target.append(head.target);
+    request_.authorization.clear();
+    request_.authorization.append(head.authorization);
     request_.body.clear();
     body_length_ = head.content_length;
     if (body_length_ > 0) request_.body.reserve(body_length_);
