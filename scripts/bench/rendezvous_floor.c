@@ -1,7 +1,7 @@
 // rendezvous_floor: what Gloo's rendezvous traffic costs this machine with no HTTP server, store
 // or parsing at all: the floor under etrun_rendezvous_bench's `scope N` (rendezvous_load.cc).
 //
-//   rendezvous_floor N [server_threads] [client_threads] [--event-driven] [--workers [W]]
+//   rendezvous_floor N [server_threads] [client_threads] [--event-driven] [--workers]
 //
 // The same connections as one `global` scope of N Gloo workers over Horovod's HTTPStore, when no
 // key is ever missing (the fewest requests there can be): 3N + N(N-1)/2 + 2N(N-1), each on a new
@@ -22,9 +22,10 @@
 // the client's reset arrives. That is the least any such server does per connection; the
 // blocking server above closes first and never waits. Same clients, same bytes.
 //
-// --workers [W]: clients shaped as the store's bench's (see WorkerClients), W of them (default
-// N) each with a request in flight, instead of one blocking request per client thread: the load
-// the store itself is measured under. scripts/bench/rendezvous.sh runs the event-driven floor so.
+// --workers: clients shaped as the store's bench's (see FloorWorker): N workers, each with a
+// request in flight and Gloo's sequence of them, instead of one blocking request per client
+// thread: the load the store itself is measured under. scripts/bench/rendezvous.sh runs the
+// event-driven floor so.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -263,24 +264,38 @@ static void* Client(void* port_arg) {
   return NULL;
 }
 
-// --workers W: clients shaped as etrun_rendezvous_bench's simulated workers (rendezvous_load.cc),
-// so that the server sees the same load as the store does: W workers (N by default), each with
-// one request in flight, spread over the client threads' epoll loops. A worker connects and sends
-// with blocking calls (loopback completes them at once), waits for the answer through epoll
-// (edge-triggered), reads it to its last byte and closes with SO_LINGER 0, then takes the next
-// request. With thread clients (the default) only one request per client thread is in flight.
-static int workers_total;
+// --workers: clients shaped as etrun_rendezvous_bench's simulated workers (rendezvous_load.cc),
+// so that the server sees the load the store sees: N workers, worker r on client thread r mod T,
+// each with one request in flight and Gloo's own sequence of them (as the bench's worker r sends
+// them when no key is missing): PUT rank_r, GET rank_0 .. rank_<r-1>, PUT its value, two value
+// GETs for each of the N-1 others, DELETE. A worker connects and sends with blocking calls
+// (loopback completes them at once), waits for the answer through epoll (edge-triggered), reads
+// it to its last byte and closes with SO_LINGER 0, then sends its next request. Without
+// --workers, each client thread has one request in flight at a time.
+static int use_workers;
+static long world;  // N
 
 struct FloorWorker {
   int fd;
+  long rank, step;  // the next request: step of worker rank's sequence above
   size_t want, have;
 };
 
+// The kind of worker w's next request, or -1 when its sequence is done.
+static int NextKind(const struct FloorWorker* w) {
+  long s = w->step, r = w->rank;
+  if (s <= r) return kSmall;                 // PUT rank_r, then GET rank_0 .. rank_<r-1>
+  if (s == r + 1) return kValuePut;          // its value
+  if (s <= r + 1 + 2 * (world - 1)) return kValueGet;  // wait() then get() for each other rank
+  if (s == r + 2 + 2 * (world - 1)) return kSmall;  // DELETE
+  return -1;
+}
+
 static int StartNext(struct FloorWorker* w, int ep, const struct sockaddr_in* to,
                      size_t small_answer, size_t value_answer) {
-  long k = atomic_fetch_add(&next_request, 1);
-  if (k >= total_requests) return 0;
-  int kind = KindOf(k);
+  int kind = NextKind(w);
+  if (kind < 0) return 0;
+  ++w->step;
   w->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (w->fd < 0) Die("socket");
   struct linger rst = {1, 0};
@@ -305,7 +320,7 @@ static void* WorkerClients(void* port_arg) {
   static atomic_int thread_index;
   int index = atomic_fetch_add(&thread_index, 1);
   int threads = *((int*)port_arg + 1);
-  int count = workers_total / threads + (index < workers_total % threads ? 1 : 0);
+  int count = (int)(world / threads + (index < world % threads ? 1 : 0));
   struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(*(int*)port_arg)};
   inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
   char buf[1 << 16];
@@ -315,7 +330,10 @@ static void* WorkerClients(void* port_arg) {
   if (ep < 0) Die("epoll");
   struct FloorWorker* workers = calloc((size_t)count + 1, sizeof(*workers));
   int active = 0;
-  for (int i = 0; i < count; ++i) active += StartNext(&workers[i], ep, &to, small_answer, value_answer);
+  for (int i = 0; i < count; ++i) {
+    workers[i].rank = index + (long)i * threads;  // worker r on thread r mod T, as the bench
+    active += StartNext(&workers[i], ep, &to, small_answer, value_answer);
+  }
   struct epoll_event events[256];
   while (active > 0) {
     int n = epoll_wait(ep, events, 256, -1);
@@ -347,14 +365,11 @@ int main(int argc, char** argv) {
   int event_driven = 0;
   const char* positional[3] = {NULL, NULL, NULL};
   int positionals = 0, bad = 0;
-  long workers = -1;  // -1: thread clients; 0: --workers without a count, N
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--event-driven") == 0) {
       event_driven = 1;
     } else if (strcmp(argv[i], "--workers") == 0) {
-      char* end = NULL;
-      workers = i + 1 < argc && argv[i + 1][0] != '-' ? strtol(argv[++i], &end, 10) : 0;
-      if (end != NULL && (*end != '\0' || workers < 1)) bad = 1;
+      use_workers = 1;
     } else if (argv[i][0] == '-' || positionals == 3) {
       bad = 1;
     } else {
@@ -363,7 +378,7 @@ int main(int argc, char** argv) {
   }
   if (bad || positionals == 0 || atol(positional[0]) < 2) {
     fprintf(stderr, "usage: rendezvous_floor N [server_threads] [client_threads] [--event-driven] "
-                    "[--workers [W]]\n");
+                    "[--workers]\n");
     return 2;
   }
   long n = atol(positional[0]);
@@ -374,8 +389,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rendezvous_floor: server and client threads must be 1 to 256\n");
     return 2;
   }
-  if (workers == 0) workers = n;
-  workers_total = (int)workers;
+  world = n;
   value_bytes = (size_t)(136 * (n - 1));
   value = malloc(value_bytes);
   memset(value, 'v', value_bytes);
@@ -412,7 +426,7 @@ int main(int argc, char** argv) {
   }
   int client_args[2] = {port, client_threads};  // WorkerClients: the port, then the thread count
   for (int i = 0; i < client_threads; ++i) {
-    pthread_create(&clients[i], NULL, workers > 0 ? WorkerClients : Client, client_args);
+    pthread_create(&clients[i], NULL, use_workers ? WorkerClients : Client, client_args);
   }
   for (int i = 0; i < client_threads; ++i) pthread_join(clients[i], NULL);
   while (atomic_load(&server_done) < total_requests) usleep(1000);
@@ -423,7 +437,7 @@ int main(int argc, char** argv) {
   double wall = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
   double gb = (double)value_gets * (double)value_bytes / 1e9;
   char clients_text[64] = "";
-  if (workers > 0) snprintf(clients_text, sizeof(clients_text), " (%ld workers)", workers);
+  if (use_workers) snprintf(clients_text, sizeof(clients_text), " (%ld workers)", n);
   printf("N=%ld%s: %ld connections (%ld answered with %zu bytes: %.2f GB), %d server / %d client "
          "threads%s: wall %.2f s, server CPU %.2f s (user space %.2f s), client CPU %.2f s (%.1f us "
          "of both per connection)\n",
@@ -431,6 +445,6 @@ int main(int argc, char** argv) {
          server_cpu, server_user, client_cpu, (server_cpu + client_cpu) / (double)total_requests * 1e6);
   printf("RESULT n=%ld requests=%ld value_bytes=%zu wall_s=%.3f server_cpu_s=%.3f server_user_s=%.3f "
          "client_cpu_s=%.3f workers=%ld\n",
-         n, total_requests, value_bytes, wall, server_cpu, server_user, client_cpu, workers > 0 ? workers : 0);
+         n, total_requests, value_bytes, wall, server_cpu, server_user, client_cpu, use_workers ? n : 0);
   return 0;
 }
