@@ -14,7 +14,7 @@
 #     sockets, no server logic, blocking and event-driven: the least wall time and CPU a server
 #     could reach here; then etrun's N = 256 run (all cores, at once) as a ratio to each, wall
 #     time and server CPU. The event-driven floor's clients are shaped as the store's (N workers,
-#     a request in flight each: --workers), so that it serves the load the store serves.
+#     each sending Gloo's sequence of requests one at a time: --workers): the store's load.
 # SCOPE_SIZES="256" runs only that N in 2 (the N = 1,024 runs take minutes each). FLOOR_ROUNDS=K
 # adds 4: K interleaved rounds of the store at N = 256 and both floors, each round's ratios and
 # their medians (about 45 s a round on 2 cores).
@@ -158,7 +158,7 @@ fi
 # the bare blocking server (a thread blocks in accept and read, closes first), and the bare
 # event-driven one (an epoll loop per thread that waits for the client's close, as any server
 # must that holds a thousand GETs open and keeps an HTTP/1.1 client's connection), under the
-# store's load: N workers with a request in flight each, as the store's bench runs them.
+# store's load: N workers each sending Gloo's sequence of requests, as the store's bench does.
 echo
 echo "== the floor: the same connections and bytes, bare sockets, no server logic (rendezvous_floor.c)"
 cc -O2 -pthread -o "$out/rendezvous_floor" scripts/bench/rendezvous_floor.c
