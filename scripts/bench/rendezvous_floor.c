@@ -231,6 +231,27 @@ static void* ServeEvents(void* listener_arg) {
   return NULL;
 }
 
+// A client's request: a new connection (closed with a reset: SO_LINGER 0), the 9-byte intro of
+// `kind` and its body, written at once. Returns the socket, the answer still to read.
+static int SendRequest(const struct sockaddr_in* to, int kind, int nodelay) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) Die("socket");
+  int one = 1;
+  if (nodelay) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  struct linger rst = {1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
+  while (connect(fd, (const struct sockaddr*)to, sizeof(*to)) != 0) {
+    if (errno != EINTR) Die("connect");
+  }
+  char intro[9];
+  intro[0] = (char)kind;
+  size_t body = kind == kValuePut ? value_bytes : 0;
+  memcpy(intro + 1, &body, sizeof(body));
+  struct iovec iov[2] = {{intro, sizeof(intro)}, {value, body}};
+  if (writev(fd, iov, 2) != (ssize_t)(sizeof(intro) + body)) Die("request");
+  return fd;
+}
+
 static void* Client(void* port_arg) {
   struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(*(int*)port_arg)};
   inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
@@ -241,23 +262,9 @@ static void* Client(void* port_arg) {
     long k = atomic_fetch_add(&next_request, 1);
     if (k >= total_requests) break;
     int kind = KindOf(k);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) Die("socket");
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    while (connect(fd, (struct sockaddr*)&to, sizeof(to)) != 0) {
-      if (errno != EINTR) Die("connect");
-    }
-    char intro[9];
-    intro[0] = (char)kind;
-    size_t body = kind == kValuePut ? value_bytes : 0;
-    memcpy(intro + 1, &body, sizeof(body));
-    struct iovec iov[2] = {{intro, sizeof(intro)}, {value, body}};
-    if (writev(fd, iov, 2) != (ssize_t)(sizeof(intro) + body)) Die("request");
+    int fd = SendRequest(&to, kind, 1);
     size_t want = kind == kValueGet ? value_answer : small_answer;
     if (ReadAll(fd, buf, sizeof(buf), want) != want) Die("short answer");
-    struct linger rst = {1, 0};
-    setsockopt(fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
     close(fd);
   }
   AddCpu(&client_cpu, ThreadCpu());
@@ -296,19 +303,7 @@ static int StartNext(struct FloorWorker* w, int ep, const struct sockaddr_in* to
   int kind = NextKind(w);
   if (kind < 0) return 0;
   ++w->step;
-  w->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (w->fd < 0) Die("socket");
-  struct linger rst = {1, 0};
-  setsockopt(w->fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
-  while (connect(w->fd, (const struct sockaddr*)to, sizeof(*to)) != 0) {
-    if (errno != EINTR) Die("connect");
-  }
-  char intro[9];
-  intro[0] = (char)kind;
-  size_t body = kind == kValuePut ? value_bytes : 0;
-  memcpy(intro + 1, &body, sizeof(body));
-  struct iovec iov[2] = {{intro, sizeof(intro)}, {value, body}};
-  if (writev(w->fd, iov, 2) != (ssize_t)(sizeof(intro) + body)) Die("request");
+  w->fd = SendRequest(to, kind, 0);  // no TCP_NODELAY: the store's bench's workers set none
   w->want = kind == kValueGet ? value_answer : small_answer;
   w->have = 0;
   struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = w};
