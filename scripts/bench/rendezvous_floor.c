@@ -59,25 +59,14 @@ static pthread_mutex_t cpu_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static double server_user;
 
-static double ThreadCpu(void) {
+// Adds the calling thread's CPU time to *total, and its user-space part to *user unless NULL.
+static void AddThreadCpu(double* total, double* user) {
   struct rusage u;
   getrusage(RUSAGE_THREAD, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-// A server thread's CPU, and its user-space part apart.
-static void AddServerCpu(void) {
-  struct rusage u;
-  getrusage(RUSAGE_THREAD, &u);
+  double user_s = u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6;
   pthread_mutex_lock(&cpu_lock);
-  server_cpu += u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-  server_user += u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6;
-  pthread_mutex_unlock(&cpu_lock);
-}
-
-static void AddCpu(double* to, double cpu) {
-  pthread_mutex_lock(&cpu_lock);
-  *to += cpu;
+  *total += user_s + u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
+  if (user != NULL) *user += user_s;
   pthread_mutex_unlock(&cpu_lock);
 }
 
@@ -146,7 +135,7 @@ static void* Serve(void* unused) {
     close(fd);
     atomic_fetch_add(&server_done, 1);
   }
-  AddServerCpu();
+  AddThreadCpu(&server_cpu, &server_user);
   return NULL;
 }
 
@@ -227,7 +216,7 @@ static void* ServeEvents(void* listener_arg) {
     }
   }
   close(ep);
-  AddServerCpu();
+  AddThreadCpu(&server_cpu, &server_user);
   return NULL;
 }
 
@@ -267,7 +256,7 @@ static void* Client(void* port_arg) {
     if (ReadAll(fd, buf, sizeof(buf), want) != want) Die("short answer");
     close(fd);
   }
-  AddCpu(&client_cpu, ThreadCpu());
+  AddThreadCpu(&client_cpu, NULL);
   return NULL;
 }
 
@@ -352,7 +341,7 @@ static void* WorkerClients(void* port_arg) {
   }
   free(workers);
   close(ep);
-  AddCpu(&client_cpu, ThreadCpu());
+  AddThreadCpu(&client_cpu, NULL);
   return NULL;
 }
 
